@@ -1,0 +1,1 @@
+"""Attacks: one module per attack, discovered by import (see bench.registry)."""

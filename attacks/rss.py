@@ -1,0 +1,62 @@
+"""Representation-based similarity search (RSS): return the corpus sentence nearest to a release.
+
+Paper: Huang et al. "TextHide: Tackling Data Privacy in Language Understanding Tasks." Findings of
+EMNLP 2020, §4.4 and Table 3.
+Threat model: the adversary holds the public encoder and the task corpus (every sentence of the
+run's train and evaluation slices, without knowing which one was released). It indexes the
+corpus by its undefended representations and, for each released representation, returns the
+sentence of highest cosine similarity (exact search with faiss).
+
+Metrics of the returned sentence x* against the true x: Identity (x* = x), JCdist (word Jaccard
+|x ∩ x*| / |x ∪ x*|, as the paper defines it), TF-IDFsim (TF-IDF cosine, fitted on the corpus),
+Label (same label) and SBERTsim (cosine of SBERT embeddings; the packaged all-MiniLM-L6-v2 is the
+SBERT model). The random reference returns a uniformly drawn corpus sentence.
+Deviation: the paper indexes the whole dataset; the offline default indexes the run's slices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
+from bench.metrics import cosine_rows, jaccard_words, tfidf_cosine
+from bench.neighbours import cosine_search
+
+
+@register_attack()
+@dataclass
+class RSS(Attack):
+    """Nearest corpus sentence (cosine) to each released sentence representation."""
+
+    accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.SENTENCE_EMBEDDINGS,)
+
+    sbert: str = "minilm"  # sentence-transformer used for SBERTsim ("minilm" = all-MiniLM-L6-v2)
+
+    def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
+        """Index of the corpus sentence most similar to each released representation."""
+        corpus_reps = public.encoder.encode(public.corpus)
+        _, nearest = cosine_search(corpus_reps, release.data, k=1)
+        return nearest[:, 0]
+
+    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> np.ndarray:
+        """A uniformly drawn corpus index per release row."""
+        return rng.integers(0, len(public.corpus), size=len(release.owners))
+
+    def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
+        """Identity, JCdist, TF-IDFsim, Label and SBERTsim averaged over release rows."""
+        from bench.encoders import load_encoder
+
+        guessed = [public.corpus[i] for i in guesses]
+        corpus_sbert = load_encoder(self.sbert).encode(public.corpus)  # mean pooling, as SBERT
+        position = {text: i for i, text in enumerate(public.corpus)}
+        true_rows = np.array([position[t] for t in truth.texts])
+        return {
+            "identity": float(np.mean([g == t for g, t in zip(guessed, truth.texts)])),
+            "jcdist": float(np.mean(jaccard_words(guessed, truth.texts))),
+            "tfidf": float(np.mean(tfidf_cosine(guessed, truth.texts, public.corpus))),
+            "label": float(np.mean(truth.corpus_labels[guesses] == truth.labels)),
+            "sbert": float(np.mean(cosine_rows(corpus_sbert[guesses], corpus_sbert[true_rows]))),
+        }

@@ -1,0 +1,60 @@
+"""On-disk cache of encoded features, keyed by encoder, revision, settings and a hash of the texts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+
+def cache_root() -> Path:
+    """``$BENCH_CACHE_DIR``, else ``~/.cache/bench``."""
+    return Path(os.environ.get("BENCH_CACHE_DIR", Path.home() / ".cache" / "bench")).expanduser()
+
+
+def texts_key(settings: dict[str, Any], texts: Iterable[str]) -> str:
+    """SHA-256 of the encoder settings and the exact texts, in order."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
+    for text in texts:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\x1e")
+    return digest.hexdigest()
+
+
+class FeatureCache:
+    """Arrays stored as ``.npy`` files; writes are atomic so a crash never leaves half a file."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or cache_root()) / "features"
+
+    def _path(self, namespace: str, key: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace)
+        return self.root / safe / f"{key}.npy"
+
+    def get(self, namespace: str, key: str) -> np.ndarray | None:
+        """The cached array, or None when absent or unreadable."""
+        path = self._path(namespace, key)
+        if not path.exists():
+            return None
+        try:
+            return np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+
+    def put(self, namespace: str, key: str, array: np.ndarray) -> None:
+        """Store ``array`` atomically (write a temporary file, then rename)."""
+        path = self._path(namespace, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.save(handle, array, allow_pickle=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,200 @@
+"""The ``bench`` command line: parse, call the library, print. Bad input exits 2 with one sentence."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench.errors import BenchError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Privacy-utility benchmark for text-privacy defenses.")
+out = Console()
+err = Console(stderr=True)
+
+PluginOption = typer.Option(None, "--plugin", help="Extra component file to load (repeatable).")
+ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR or ./results).")
+
+
+def user_errors(command):
+    """Turn ``BenchError`` into one red sentence and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except BenchError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2)
+
+    return wrapper
+
+
+def _load_plugins(plugins: Optional[List[Path]]) -> None:
+    from bench.registry import load_plugin
+
+    for path in plugins or []:
+        load_plugin(path)
+
+
+@app.command()
+@user_errors
+def run(
+    task: str = typer.Option("sst2", help="Task name (bench list shows them)."),
+    defense: str = typer.Option("none", help="Defense name."),
+    defense_args: str = typer.Option("", "--defense-args", help="Defense parameters, e.g. m=256,k=4."),
+    attack: Optional[str] = typer.Option(None, help="Attack name; omit for utility only."),
+    attack_args: str = typer.Option("", "--attack-args", help="Attack parameters, key=value,..."),
+    encoder: str = typer.Option("minilm", help="minilm (offline), mock (tests) or a Hugging Face hub id."),
+    mode: str = typer.Option("frozen", help="frozen: cached features, head only; finetune: the encoder trains too."),
+    train_args: str = typer.Option("", "--train-args", help="Server training overrides, e.g. epochs=10,lr=0.001."),
+    n_train: Optional[int] = typer.Option(None, "--n-train", help="Training examples (default: the task's)."),
+    n_eval: Optional[int] = typer.Option(None, "--n-eval", help="Evaluation examples (default: the task's)."),
+    pooling: str = typer.Option("mean", help="Sentence representation: mean, cls or pooler."),
+    seed: int = typer.Option(0, help="Seed of data sampling, mechanism randomness and training."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    grid: Optional[Path] = typer.Option(None, help="Run every cell of a grid YAML file (resumable)."),
+    check: bool = typer.Option(False, "--check", help="Smoke run on a few examples, one epoch; nothing saved."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON instead of a table."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Append the record to the results store."),
+    plugin: Optional[List[Path]] = PluginOption,
+    results_dir: Optional[Path] = ResultsOption,
+) -> None:
+    """Run one cell (or a grid) and append its record to results/records/<defense>.jsonl."""
+    from bench.runner import CHECK_SIZES, make_spec, run_cell
+    from bench.store import ResultStore
+
+    _load_plugins(plugin)
+    store = ResultStore(results_dir)
+    if grid is not None:
+        _run_grid(grid, store)
+        return
+    if check:
+        n_train, n_eval = n_train or CHECK_SIZES["n_train"], n_eval or CHECK_SIZES["n_eval"]
+        train_args = ",".join(filter(None, ["epochs=1", train_args]))
+        save = False
+    spec = make_spec(
+        task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
+        attack_args=attack_args, training_args=train_args, mode=mode, n_train=n_train, n_eval=n_eval,
+        pooling=pooling, device=device, seed=seed,
+    )
+    record = run_cell(spec)
+    path = store.append(record) if save else None
+    if as_json:
+        print(record.model_dump_json(indent=2))
+    else:
+        _print_record(record, path)
+
+
+def _run_grid(grid: Path, store) -> None:
+    from bench.grid import load_grid, run_grid
+
+    specs = load_grid(grid)
+    err.print(f"grid {grid}: {len(specs)} cells")
+
+    def report(spec, status: str) -> None:
+        err.print(f"  {status:8} {spec.label()}", highlight=False)
+
+    ran, skipped = run_grid(specs, store, report)
+    out.print(f"ran {ran} cells, skipped {skipped} already recorded; records in {store.records_dir}")
+
+
+def _print_record(record, path) -> None:
+    table = Table(title=f"{record.spec['task']} · {record.spec['defense']} · {record.spec['attack'] or 'no attack'}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("random guess", justify="right")
+    for key, value in record.metrics.items():
+        if key.startswith("random/"):
+            continue
+        reference = record.metrics.get("random/" + key.split("/", 1)[1]) if key.startswith("privacy/") else None
+        table.add_row(key, f"{value:.4f}", "" if reference is None else f"{reference:.4f}")
+    out.print(table)
+    args = ",".join(f"{k}={v}" for k, v in record.spec["defense_args"].items())
+    out.print(
+        f"defense args: {args or '-'} · n_train {record.sizes['n_train']} · n_eval {record.sizes['n_eval']} · "
+        f"seed {record.seed} · {record.runtime_s:.1f} s · config {record.config_hash}",
+        highlight=False,
+    )
+    if path is not None:
+        out.print(f"record appended to {path}", highlight=False)
+
+
+@app.command("list")
+@user_errors
+def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
+    """Show tasks, defenses and attacks with their parameters, and the pairs that can run."""
+    from bench.params import describe_parameters
+    from bench.registry import ATTACKS, DEFENSES, TASKS
+
+    _load_plugins(plugin)
+    for title, registry in (("tasks", TASKS), ("defenses", DEFENSES), ("attacks", ATTACKS)):
+        table = Table(title=title, title_justify="left")
+        table.add_column("name", style="bold")
+        table.add_column("kinds" if registry is not TASKS else "metric")
+        table.add_column("parameters (default)")
+        for name in registry.names():
+            cls = registry.get(name)
+            if registry is TASKS:
+                kinds = cls.metric
+            else:
+                kinds = ", ".join(str(k) for k in getattr(cls, "releases", ()) or getattr(cls, "accepts", ()))
+            params = "\n".join(
+                f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
+            )
+            table.add_row(name, kinds, params or "-")
+        out.print(table)
+    pairs = Table(title="compatible defense / attack pairs", title_justify="left")
+    pairs.add_column("defense")
+    pairs.add_column("attacks")
+    for name in DEFENSES.names():
+        releases = DEFENSES.get(name).releases
+        ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
+        pairs.add_row(name, ", ".join(ok) or "-")
+    out.print(pairs)
+
+
+@app.command()
+@user_errors
+def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
+    """Aggregate records over seeds (mean, std, n) into results/leaderboard.csv."""
+    from bench.leaderboard import summarize as write_leaderboard
+    from bench.store import ResultStore
+
+    path, rows, problems = write_leaderboard(ResultStore(results_dir))
+    for problem in problems:
+        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
+    out.print(f"wrote {rows} rows to {path}", highlight=False)
+
+
+@app.command()
+@user_errors
+def dashboard(
+    port: int = typer.Option(8501, help="Port on 127.0.0.1."),
+    results_dir: Optional[Path] = ResultsOption,
+) -> None:
+    """Start the Streamlit leaderboard on 127.0.0.1."""
+    app_path = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+    env = dict(os.environ)
+    if results_dir is not None:
+        env["BENCH_RESULTS_DIR"] = str(results_dir.resolve())
+    command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
+               "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    raise typer.Exit(subprocess.call(command, env=env))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Task data: examples, splits, the local data directory and the hash of what a run used."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def data_dir() -> Path:
+    """The offline data directory: ``$BENCH_DATA_DIR``, else ``~/.cache/bench/data``."""
+    return Path(os.environ.get("BENCH_DATA_DIR", Path.home() / ".cache" / "bench" / "data")).expanduser()
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Texts with their labels (class ids, or floats for regression)."""
+
+    texts: tuple[str, ...]
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, indices: np.ndarray) -> "Examples":
+        """The examples at ``indices``, in that order."""
+        return Examples(tuple(self.texts[i] for i in indices), self.labels[indices])
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """The train and evaluation examples of one run, with where they came from."""
+
+    train: Examples
+    eval: Examples
+    source: str
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def data_hash(self) -> str:
+        """SHA-256 over the exact examples (texts and labels, both splits, in order)."""
+        digest = hashlib.sha256()
+        for split in (self.train, self.eval):
+            payload = {"texts": list(split.texts), "labels": split.labels.tolist()}
+            digest.update(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+        return digest.hexdigest()
+
+    def corpus(self) -> tuple[list[str], np.ndarray]:
+        """Distinct sentences of both splits (first occurrence kept) and their labels."""
+        seen: dict[str, int] = {}
+        labels = []
+        for split in (self.train, self.eval):
+            for text, label in zip(split.texts, split.labels):
+                if text not in seen:
+                    seen[text] = len(seen)
+                    labels.append(label)
+        return list(seen), np.asarray(labels)
+
+
+def sample_indices(n_available: int, n_wanted: int, rng: np.random.Generator) -> np.ndarray:
+    """A seeded sample of ``min(n_wanted, n_available)`` distinct indices, in random order."""
+    n = min(n_wanted, n_available)
+    return rng.permutation(n_available)[:n]

@@ -1,0 +1,110 @@
+"""Grids: a YAML file expands to cells; the local executor runs them and skips finished ones.
+
+Example::
+
+    tasks: [sst2, cola]
+    encoders: [minilm]
+    defenses:
+      - none
+      - {name: texthide, args: {m: 256, k: 4}}
+    attacks: [rss]
+    seeds: [0, 1, 2]
+    settings: {n_train: 8000, mode: frozen}   # any make_spec keyword, applied to every cell
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from bench.errors import BenchError
+from bench.runner import make_spec, run_cell
+from bench.spec import RunSpec
+from bench.store import ResultStore
+
+GRID_KEYS = {"tasks", "encoders", "defenses", "attacks", "seeds", "settings"}
+
+
+def _as_list(value: Any, key: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, int, dict)):
+        return [value]
+    if isinstance(value, list):
+        return value
+    raise BenchError(f"grid key '{key}' must be a list, got {type(value).__name__}.")
+
+
+def load_grid(path: str | Path) -> list[RunSpec]:
+    """Every cell of a grid file, validated and resolved (nothing runs on a bad grid)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(f"grid file {path} does not exist.")
+    try:
+        grid = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise BenchError(f"grid file {path} is not valid YAML ({exc.__class__.__name__}).") from exc
+    if not isinstance(grid, dict):
+        raise BenchError(f"grid file {path} must be a mapping with keys {', '.join(sorted(GRID_KEYS))}.")
+    unknown = set(grid) - GRID_KEYS
+    if unknown:
+        raise BenchError(f"grid file {path} has unknown keys {', '.join(sorted(unknown))}.")
+    settings = grid.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise BenchError("grid key 'settings' must be a mapping of make_spec keywords.")
+    defenses = []
+    for item in _as_list(grid.get("defenses"), "defenses"):
+        if isinstance(item, str):
+            defenses.append((item, {}))
+        elif isinstance(item, dict) and "name" in item:
+            defenses.append((item["name"], item.get("args") or {}))
+        else:
+            raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}}}.")
+    cells = itertools.product(
+        _as_list(grid.get("tasks"), "tasks") or ["sst2"],
+        _as_list(grid.get("encoders"), "encoders") or ["minilm"],
+        defenses or [("none", {})],
+        _as_list(grid.get("attacks"), "attacks") or [None],
+        _as_list(grid.get("seeds"), "seeds") or [0],
+    )
+    specs = []
+    for task, encoder, (defense, args), attack, seed in cells:
+        try:
+            specs.append(
+                make_spec(
+                    task=task, encoder=encoder, defense=defense, defense_args=args, attack=attack,
+                    seed=int(seed), **settings,
+                )
+            )
+        except TypeError as exc:
+            raise BenchError(f"grid settings are not valid: {exc}.") from exc
+    return specs
+
+
+def run_grid(
+    specs: Iterable[RunSpec],
+    store: ResultStore,
+    on_cell: Callable[[RunSpec, str], None] | None = None,
+) -> tuple[int, int]:
+    """Run every cell without a stored record, appending each as it finishes.
+
+    Returns (cells run, cells skipped). An interrupted grid resumes where it stopped.
+    """
+    done = store.completed()
+    ran = skipped = 0
+    for spec in specs:
+        if (spec.config_hash(), spec.seed) in done:
+            skipped += 1
+            if on_cell:
+                on_cell(spec, "skipped")
+            continue
+        record = run_cell(spec)
+        store.append(record)
+        done.add((spec.config_hash(), spec.seed))
+        ran += 1
+        if on_cell:
+            on_cell(spec, "done")
+    return ran, skipped

@@ -1,0 +1,22 @@
+"""Exact nearest-neighbour search with faiss (public mechanism math shared by defenses and attacks)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+def cosine_search(index_vectors: np.ndarray, queries: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` cosine neighbours of each query: (similarities, indices), each ``(n, k)``."""
+    import faiss
+
+    base = _unit_rows(index_vectors)
+    index = faiss.IndexFlatIP(base.shape[1])
+    index.add(base)
+    similarities, indices = index.search(_unit_rows(queries), k)
+    return similarities, indices

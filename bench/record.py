@@ -1,0 +1,51 @@
+"""ResultRecord: one measured cell, as stored in ``results/records/<defense>.jsonl``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = 1
+
+
+class ResultRecord(BaseModel):
+    """Everything needed to trust, compare and re-run one cell."""
+
+    model_config = ConfigDict(extra="allow")  # newer fields survive a round trip
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    config_hash: str
+    seed: int
+    spec: dict[str, Any]
+    versions: dict[str, str]
+    data_hash: str
+    data_source: str
+    sizes: dict[str, int]
+    metrics: dict[str, float]
+    higher_is_better: dict[str, bool]
+    notes: dict[str, Any] = Field(default_factory=dict)
+    runtime_s: float
+    hardware: dict[str, Any]
+    created_at: str
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, value: int) -> int:
+        if not 1 <= value <= SCHEMA_VERSION:
+            raise ValueError(f"schema_version {value} is not supported (newest: {SCHEMA_VERSION})")
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_keys(cls, value: dict[str, float]) -> dict[str, float]:
+        for key in value:
+            if key.split("/", 1)[0] not in ("utility", "privacy", "random"):
+                raise ValueError(f"metric key '{key}' must start with utility/, privacy/ or random/")
+        return value
+
+    @property
+    def defense(self) -> str:
+        """The defense's registry name."""
+        return self.spec["defense"]

@@ -1,0 +1,188 @@
+"""Resolve a cell's spec and run it: ``run_cell(spec) -> ResultRecord``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+from bench.components import Cell, PublicKnowledge, Truth
+from bench.errors import BenchError
+from bench.params import build_component, component_args
+from bench.record import ResultRecord
+from bench.registry import ATTACKS, DEFENSES, TASKS
+from bench.spec import RunSpec
+
+CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
+
+
+def compatible_kind(defense_cls: type, attack_cls: type):
+    """The first release kind the defense produces and the attack accepts, else a BenchError."""
+    for kind in defense_cls.releases:
+        if kind in attack_cls.accepts:
+            return kind
+    produced = ", ".join(str(k) for k in defense_cls.releases) or "nothing"
+    accepted = ", ".join(str(k) for k in attack_cls.accepts) or "nothing"
+    raise BenchError(
+        f"defense '{defense_cls.registry_name}' releases {produced} but attack "
+        f"'{attack_cls.registry_name}' accepts {accepted}, so they cannot be paired."
+    )
+
+
+def make_spec(
+    task: str = "sst2",
+    defense: str = "none",
+    attack: str | None = None,
+    encoder: str = "minilm",
+    defense_args: Mapping[str, Any] | str | None = None,
+    attack_args: Mapping[str, Any] | str | None = None,
+    training_args: Mapping[str, Any] | str | None = None,
+    mode: str = "frozen",
+    n_train: int | None = None,
+    n_eval: int | None = None,
+    pooling: str = "mean",
+    max_length: int = 128,
+    device: str = "auto",
+    seed: int = 0,
+) -> RunSpec:
+    """Validate names and values and resolve every default; raises ``BenchError`` on bad input."""
+    from bench.encoders import POOLINGS, resolve_device
+    from bench.params import parse_arg_string
+    from bench.training import TrainingConfig, training_defaults
+
+    task_cls = TASKS.get(task)
+    defense_cls = DEFENSES.get(defense)
+    resolved_defense = component_args(build_component(defense_cls, defense_args))
+    resolved_attack: dict[str, Any] = {}
+    if attack is not None:
+        attack_cls = ATTACKS.get(attack)
+        compatible_kind(defense_cls, attack_cls)
+        resolved_attack = component_args(build_component(attack_cls, attack_args))
+    overrides = parse_arg_string(training_args) if isinstance(training_args, str) else dict(training_args or {})
+    training = component_args(build_component(TrainingConfig, {**training_defaults(mode), **overrides}))
+    n_train = task_cls.default_n_train if n_train is None else n_train
+    n_eval = task_cls.default_n_eval if n_eval is None else n_eval
+    if n_train < 2 or n_eval < 2:
+        raise BenchError(f"n_train and n_eval must be at least 2, got {n_train} and {n_eval}.")
+    if pooling not in POOLINGS:
+        raise BenchError(f"pooling must be one of {', '.join(POOLINGS)}, got '{pooling}'.")
+    if max_length < 8:
+        raise BenchError(f"max_length must be at least 8 tokens, got {max_length}.")
+    return RunSpec(
+        task=task,
+        defense=defense,
+        attack=attack,
+        encoder=encoder,
+        defense_args=resolved_defense,
+        attack_args=resolved_attack,
+        training=training,
+        n_train=n_train,
+        n_eval=n_eval,
+        pooling=pooling,
+        max_length=max_length,
+        device=resolve_device(device),
+        seed=seed,
+    )
+
+
+def run_cell(spec: RunSpec) -> ResultRecord:
+    """Run one cell: load data, run the defense, run the attack and its random reference."""
+    import numpy as np
+
+    from bench.metrics import metric_info
+    from bench.seeding import numpy_generator
+    from bench.training import TrainingConfig
+
+    started = time.perf_counter()
+    task = build_component(TASKS.get(spec.task), {})
+    defense = build_component(DEFENSES.get(spec.defense), spec.defense_args)
+    data = task.load(spec.n_train, spec.n_eval, spec.seed)
+    cell = Cell(spec, task, data, TrainingConfig(**spec.training))
+    output = defense.run(cell)
+    metrics = {f"utility/{name}": value for name, value in output.utility.items()}
+    notes = dict(data.notes, **output.notes)
+
+    if spec.attack is not None:
+        attack_cls = ATTACKS.get(spec.attack)
+        attack = build_component(attack_cls, spec.attack_args)
+        release = output.releases[compatible_kind(type(defense), attack_cls)]
+        corpus, corpus_labels = data.corpus()
+        public = PublicKnowledge(output.encoder or cell.encoder, corpus, spec.task)
+        truth = Truth(
+            [data.eval.texts[i] for i in release.owners], data.eval.labels[release.owners], corpus_labels
+        )
+        guesses = attack.attack(release, public)
+        random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
+        for prefix, found in (("privacy", guesses), ("random", random_guesses)):
+            for name, value in attack.score(found, truth, public).items():
+                metrics[f"{prefix}/{spec.attack}/{name}"] = value
+        notes["attacked_rows"] = int(len(release.owners))
+        notes["attack_corpus_size"] = len(corpus)
+
+    return ResultRecord(
+        run_id=uuid.uuid4().hex,
+        config_hash=spec.config_hash(),
+        seed=spec.seed,
+        spec=spec.to_dict(),
+        versions=_versions(task, defense, spec, output.encoder or cell.encoder),
+        data_hash=data.data_hash(),
+        data_source=data.source,
+        sizes={"n_train": len(data.train), "n_eval": len(data.eval)},
+        metrics={k: float(v) for k, v in metrics.items()},
+        higher_is_better={k: metric_info(k).higher_is_better for k in metrics},
+        notes=notes,
+        runtime_s=round(time.perf_counter() - started, 3),
+        hardware=_hardware(spec.device),
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _git_sha() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _versions(task, defense, spec: RunSpec, encoder) -> dict[str, str]:
+    import torch
+    import transformers
+
+    import bench
+
+    versions = {
+        "bench": bench.__version__,
+        "git_sha": _git_sha(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "task": f"{spec.task}@{task.version}",
+        "defense": f"{spec.defense}@{defense.version}",
+        "encoder": f"{spec.encoder}@{encoder.revision}",
+    }
+    if spec.attack:
+        versions["attack"] = f"{spec.attack}@{ATTACKS.get(spec.attack).version}"
+    return versions
+
+
+def _hardware(device: str) -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {
+        "device": device,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info

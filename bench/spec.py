@@ -1,0 +1,51 @@
+"""RunSpec: everything that defines one cell, with a hash of all of it but the seed."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of the matrix, with every default already resolved."""
+
+    task: str  # registered task name
+    defense: str  # registered defense name
+    attack: str | None  # registered attack name, or None for utility only
+    encoder: str  # "minilm", "mock" or a Hugging Face hub id
+    defense_args: dict[str, Any] = field(default_factory=dict)  # resolved defense parameters
+    attack_args: dict[str, Any] = field(default_factory=dict)  # resolved attack parameters
+    training: dict[str, Any] = field(default_factory=dict)  # resolved server training settings
+    n_train: int = 0  # training examples drawn from the task's train split
+    n_eval: int = 0  # evaluation examples drawn from the task's evaluation split
+    pooling: str = "mean"  # sentence representation: mean of tokens, cls, or the model's pooler
+    max_length: int = 128  # tokens per input (the papers' setting)
+    device: str = "cpu"  # resolved device
+    seed: int = 0  # seeds data sampling, mechanism randomness and training
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dictionary."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
+        """Inverse of ``to_dict`` (unknown keys from newer versions are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def config_hash(self) -> str:
+        """SHA-256 (16 hex digits) of every field but the seed."""
+        payload = self.to_dict()
+        payload.pop("seed")
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def label(self) -> str:
+        """Short human-readable description."""
+        args = ",".join(f"{k}={v}" for k, v in self.defense_args.items())
+        defense = f"{self.defense}({args})" if args else self.defense
+        return f"{self.task} / {defense} / {self.attack or '-'} / seed {self.seed}"

@@ -1,0 +1,1 @@
+"""The Streamlit privacy-utility leaderboard (``bench dashboard``)."""

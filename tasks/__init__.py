@@ -1,0 +1,1 @@
+"""Tasks: one module per task family, discovered by import (see bench.registry)."""

@@ -1,0 +1,97 @@
+"""The CLI: bad input exits 2 with one sentence and writes nothing; good input writes one record."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.cli import app
+from tests.conftest import files_under
+
+runner = CliRunner()
+MOCK = ["--encoder", "mock", "--attack-args", "sbert=mock", "--train-args", "epochs=2"]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_run_appends_one_valid_record(tiny_data, results):
+    result = invoke("run", "--defense", "texthide", "--attack", "rss", *MOCK)
+    assert result.exit_code == 0, result.output
+    assert "privacy/rss/identity" in result.output and "random guess" in result.output
+    lines = (results / "records" / "texthide.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["spec"]["defense_args"] == {"m": 256, "k": 4}
+
+
+def test_json_output_is_the_record(tiny_data, results):
+    result = invoke("run", "--defense", "none", "--attack", "rss", "--json", *MOCK)
+    assert result.exit_code == 0
+    record = json.loads(result.stdout)
+    assert record["metrics"]["privacy/rss/identity"] == 1.0
+
+
+def test_check_mode_saves_nothing(tiny_data, results):
+    result = invoke("run", "--defense", "texthide", "--attack", "rss", "--check", *MOCK)
+    assert result.exit_code == 0, result.output
+    assert files_under(results) == []
+
+
+@pytest.fixture
+def grad_only_plugin(tmp_path):
+    path = tmp_path / "grads_only.py"
+    path.write_text(
+        "from dataclasses import dataclass\n"
+        "from bench import Attack, ReleaseKind, register_attack\n"
+        "@register_attack()\n@dataclass\nclass GradsOnly(Attack):\n"
+        "    accepts = (ReleaseKind.GRADIENTS,)\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "case, args, message",
+    [
+        ("unknown defense", ["--defense", "nope", "--attack", "rss"], "unknown defense 'nope'"),
+        ("bad value", ["--defense", "texthide", "--defense-args", "m=-1", "--attack", "rss"], "must be >= 0"),
+        ("unknown attack", ["--defense", "none", "--attack", "rs"], "Did you mean 'rss'"),
+        ("bad mode", ["--defense", "none", "--mode", "gpu"], "mode must be"),
+    ],
+)
+def test_bad_input_exits_2_with_one_sentence(tiny_data, results, case, args, message):
+    result = invoke("run", *args, "--encoder", "mock")
+    assert result.exit_code == 2, case
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert files_under(results) == []
+
+
+def test_incompatible_pair_exits_2(tiny_data, results, grad_only_plugin):
+    result = invoke("run", "--defense", "texthide", "--attack", "grads_only", "--plugin", grad_only_plugin, *MOCK)
+    assert result.exit_code == 2
+    assert "releases sentence_embeddings" in result.stderr and "accepts gradients" in result.stderr
+    assert files_under(results) == []
+
+
+def test_missing_data_exits_2(tmp_path, results, monkeypatch):
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = invoke("run", "--defense", "none", "--attack", "rss", *MOCK)
+    assert result.exit_code == 2
+    assert "BENCH_DATA_DIR" in result.stderr and "hub" in result.stderr
+    assert files_under(results) == []
+
+
+def test_broken_plugin_exits_2(tiny_data, results, tmp_path):
+    plugin = tmp_path / "oops.py"
+    plugin.write_text("raise RuntimeError('boom')\n")
+    result = invoke("run", "--plugin", plugin, *MOCK)
+    assert result.exit_code == 2 and "failed to import" in result.stderr
+    assert files_under(results) == []
+
+
+def test_list_shows_parameters_and_pairs():
+    result = invoke("list")
+    assert result.exit_code == 0
+    for text in ("texthide", "m=256", "rss", "sentence_embeddings", "compatible"):
+        assert text in result.output

@@ -1,0 +1,47 @@
+"""RunSpec resolution and hashing."""
+
+import pytest
+
+from bench import BenchError
+from bench.runner import make_spec
+
+
+def test_defaults_are_resolved_before_hashing(tiny_data):
+    short = make_spec(defense="texthide", attack="rss", encoder="mock")
+    explicit = make_spec(defense="texthide", defense_args="m=256,k=4", attack="rss", encoder="mock")
+    assert short.defense_args == {"m": 256, "k": 4}
+    assert short.config_hash() == explicit.config_hash()
+    assert short.training["mode"] == "frozen" and short.training["epochs"] >= 1
+
+
+def test_hash_covers_everything_but_the_seed(tiny_data):
+    base = make_spec(defense="texthide", encoder="mock", seed=0)
+    assert make_spec(defense="texthide", encoder="mock", seed=5).config_hash() == base.config_hash()
+    assert make_spec(defense="texthide", defense_args="m=16", encoder="mock").config_hash() != base.config_hash()
+    assert make_spec(defense="texthide", encoder="mock", n_train=10).config_hash() != base.config_hash()
+
+
+def test_spec_round_trips_through_a_dict(tiny_data):
+    spec = make_spec(defense="texthide", attack="rss", encoder="mock", seed=3)
+    assert type(spec).from_dict(spec.to_dict()) == spec
+
+
+def test_incompatible_pair_names_both_kinds(tiny_data, tmp_path):
+    from bench import load_plugin
+
+    plugin = tmp_path / "grad_only.py"
+    plugin.write_text(
+        "from dataclasses import dataclass\n"
+        "from bench import Attack, ReleaseKind, register_attack\n"
+        "@register_attack()\n@dataclass\nclass GradOnly(Attack):\n"
+        "    accepts = (ReleaseKind.GRADIENTS,)\n"
+    )
+    load_plugin(plugin)
+    with pytest.raises(BenchError, match="releases sentence_embeddings.*accepts gradients"):
+        make_spec(defense="texthide", attack="grad_only", encoder="mock")
+
+
+@pytest.mark.parametrize("kwargs", [{"mode": "gpu"}, {"n_train": 1}, {"training_args": "epochs=0"}])
+def test_bad_run_settings(tiny_data, kwargs):
+    with pytest.raises(BenchError):
+        make_spec(encoder="mock", **kwargs)

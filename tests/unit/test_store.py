@@ -1,0 +1,84 @@
+"""Result store: atomic appends, validation, corrupt lines skipped and reported."""
+
+import json
+import multiprocessing
+
+import pytest
+from pydantic import ValidationError
+
+from bench.record import ResultRecord
+from bench.store import ResultStore
+
+
+def make_record(seed=0, defense="texthide", **overrides):
+    data = dict(
+        run_id=f"run{seed}",
+        config_hash="abc123",
+        seed=seed,
+        spec={"task": "sst2", "defense": defense, "attack": "rss", "encoder": "mock",
+              "defense_args": {"m": 256, "k": 4}, "attack_args": {}, "training": {"mode": "frozen"}},
+        versions={"bench": "0.1.0"},
+        data_hash="d" * 64,
+        data_source="local:/x",
+        sizes={"n_train": 10, "n_eval": 5},
+        metrics={"utility/accuracy": 0.5 + seed / 10, "privacy/rss/identity": 0.0, "random/rss/identity": 0.01},
+        higher_is_better={"utility/accuracy": True, "privacy/rss/identity": True, "random/rss/identity": True},
+        runtime_s=1.0,
+        hardware={"device": "cpu"},
+        created_at="2026-01-01T00:00:00+00:00",
+    )
+    data.update(overrides)
+    return ResultRecord(**data)
+
+
+def test_round_trip(tmp_path):
+    store = ResultStore(tmp_path)
+    path = store.append(make_record(0))
+    store.append(make_record(1))
+    assert path == tmp_path / "records" / "texthide.jsonl"
+    records, problems = store.read()
+    assert [r.seed for r in records] == [0, 1] and problems == []
+    assert records[0].schema_version == 1
+
+
+def test_corrupt_line_is_reported_and_cannot_swallow_the_next_record(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(make_record(0))
+    with open(store.path_for("texthide"), "a") as handle:
+        handle.write('{"schema_version": 1, "run_id": "cut off')  # a crash mid-write, no newline
+    store.append(make_record(1))
+    records, problems = store.read()
+    assert [r.seed for r in records] == [0, 1]
+    assert len(problems) == 1 and problems[0].line == 2
+    assert "texthide.jsonl:2" in str(problems[0])
+
+
+def test_invalid_record_is_rejected():
+    with pytest.raises(ValidationError):
+        make_record(metrics={"accuracy": 0.9})  # no utility/ prefix
+    with pytest.raises(ValidationError):
+        make_record(schema_version=99)
+
+
+def test_valid_json_with_missing_fields_is_corrupt(tmp_path):
+    store = ResultStore(tmp_path)
+    store.records_dir.mkdir(parents=True)
+    store.path_for("none").write_text(json.dumps({"schema_version": 1}) + "\n")
+    records, problems = store.read()
+    assert records == [] and len(problems) == 1
+
+
+def _append_many(root, start):
+    store = ResultStore(root)
+    for seed in range(start, start + 25):
+        store.append(make_record(seed))
+
+
+def test_concurrent_appends_keep_every_line_whole(tmp_path):
+    workers = [multiprocessing.Process(target=_append_many, args=(tmp_path, i * 100)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    records, problems = ResultStore(tmp_path).read()
+    assert problems == [] and len(records) == 100

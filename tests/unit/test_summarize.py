@@ -1,0 +1,28 @@
+"""Leaderboard: mean, std and n over seeds per configuration."""
+
+import pandas as pd
+
+from bench.leaderboard import summarize
+from bench.store import ResultStore
+from tests.unit.test_store import make_record
+
+
+def test_aggregates_seeds(tmp_path):
+    store = ResultStore(tmp_path)
+    for seed in range(3):
+        store.append(make_record(seed))
+    path, rows, problems = summarize(store)
+    table = pd.read_csv(path)
+    accuracy = table[table["metric"] == "utility/accuracy"].iloc[0]
+    assert accuracy["n"] == 3
+    assert abs(accuracy["mean"] - 0.6) < 1e-9 and abs(accuracy["std"] - 0.1) < 1e-9
+    assert accuracy["defense_args"] == "m=256,k=4"
+    assert rows == 3 and problems == []
+
+
+def test_rerun_of_one_seed_counts_once(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(make_record(0))
+    store.append(make_record(0))
+    path, _, _ = summarize(store)
+    assert set(pd.read_csv(path)["n"]) == {1}

@@ -1,0 +1,72 @@
+"""TextHide's mechanism (Algorithm 1) on small tensors."""
+
+import torch
+
+from bench import DEFENSES
+from bench.params import build_component
+
+
+def make(m, k, dim=16, seed=0):
+    defense = build_component(DEFENSES.get("texthide"), {"m": m, "k": k})
+    defense.setup(dim, torch.Generator().manual_seed(seed))
+    return defense
+
+
+def one_hot(labels, classes=2):
+    return torch.nn.functional.one_hot(torch.as_tensor(labels), classes).float()
+
+
+def test_mask_pool_is_m_sign_vectors_drawn_once():
+    defense = make(8, 4)
+    pool = defense.mask_pool
+    assert pool.shape == (8, 16)
+    assert set(pool.unique().tolist()) == {-1.0, 1.0}
+    reps, targets = torch.randn(10, 16), one_hot([0, 1] * 5)
+    defense.hide_batch(reps, targets, torch.Generator().manual_seed(1))
+    assert defense.mask_pool is pool
+
+
+def test_baseline_setting_changes_nothing():
+    defense = make(0, 1)
+    reps, targets = torch.randn(10, 16), one_hot([0, 1] * 5)
+    hidden, mixed = defense.hide_batch(reps, targets, torch.Generator().manual_seed(0))
+    assert torch.equal(hidden, reps) and torch.equal(mixed, targets)
+
+
+def test_mix_only_gives_convex_combinations_with_matching_labels():
+    defense = make(0, 4)
+    reps = torch.eye(6)  # mixing weights can be read off the output
+    targets = one_hot([0, 0, 0, 1, 1, 1])
+    hidden, mixed = defense.hide_batch(reps, targets, torch.Generator().manual_seed(3))
+    assert torch.all(hidden >= 0)
+    assert torch.allclose(hidden.sum(dim=1), torch.ones(6))  # coefficients sum to 1
+    assert torch.allclose(mixed.sum(dim=1), torch.ones(6))
+    # the label mass equals the weight on the members of each class
+    assert torch.allclose(mixed[:, 1], hidden[:, 3:].sum(dim=1), atol=1e-6)
+
+
+def test_masks_flip_signs_only():
+    defense = make(4, 1)
+    reps = torch.rand(20, 16) + 0.1
+    hidden, _ = defense.hide_batch(reps, one_hot([0] * 20), torch.Generator().manual_seed(0))
+    assert torch.allclose(hidden.abs(), reps)
+    signs = torch.sign(hidden)
+    assert all(any(torch.equal(row, mask) for mask in defense.mask_pool) for row in signs)
+
+
+def test_inference_masks_without_mixing():
+    defense = make(4, 4)
+    reps = torch.rand(20, 16) + 0.1
+    hidden = defense.hide_inference(reps, torch.Generator().manual_seed(0))
+    assert torch.allclose(hidden.abs(), reps)
+
+
+def test_same_seed_same_release_other_seed_other_release():
+    reps, targets = torch.randn(32, 16), one_hot([0, 1] * 16)
+
+    def release(seed):
+        defense = make(16, 4, seed=seed)
+        return defense.hide_batch(reps, targets, torch.Generator().manual_seed(seed))[0]
+
+    assert torch.equal(release(0), release(0))
+    assert not torch.equal(release(0), release(1))
