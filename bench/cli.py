@@ -75,10 +75,13 @@ def run(
     _load_plugins(plugin)
     store = ResultStore(results_dir)
     if grid is not None:
+        if check or as_json or not save:
+            raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
         _run_grid(grid, store)
         return
     if check:
-        n_train, n_eval = n_train or CHECK_SIZES["n_train"], n_eval or CHECK_SIZES["n_eval"]
+        n_train = CHECK_SIZES["n_train"] if n_train is None else n_train
+        n_eval = CHECK_SIZES["n_eval"] if n_eval is None else n_eval
         train_args = ",".join(filter(None, ["epochs=1", train_args]))
         save = False
     spec = make_spec(
@@ -169,10 +172,40 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
     from bench.leaderboard import summarize as write_leaderboard
     from bench.store import ResultStore
 
+    import pandas as pd
+
     path, rows, problems = write_leaderboard(ResultStore(results_dir))
     for problem in problems:
-        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, soft_wrap=True)
+    board = pd.read_csv(path, keep_default_na=False)
+    if not board.empty:
+        (out if out.is_terminal else Console(width=200)).print(_summary_table(board))
     out.print(f"wrote {rows} rows to {path}", highlight=False)
+
+
+def _summary_table(board) -> Table:
+    """One row per configuration (mean ± std over seeds), then the random guess of each attack."""
+    table = Table(title="means ± std over seeds", title_justify="left")
+    metrics = sorted({m for m in board["metric"] if m.startswith("utility/")})
+    metrics += sorted({m for m in board["metric"] if m.startswith("privacy/")})
+    for column in ["task", "defense", "attack", "seeds", *(m.rsplit("/", 1)[-1] for m in metrics)]:
+        table.add_column(column, no_wrap=True)
+    for (task, attack), group in board.groupby(["task", "attack"], sort=True):
+        for _, config in group.groupby("config_hash", sort=False):
+            values = config.set_index("metric")
+            first = config.iloc[0]
+            name = f"{first['defense']}({first['defense_args']})" if first["defense_args"] else first["defense"]
+            cells = [
+                f"{values.at[m, 'mean']:.3f}±{values.at[m, 'std']:.3f}" if m in values.index else ""
+                for m in metrics
+            ]
+            table.add_row(task, name, attack or "-", str(int(config["n"].max())), *cells)
+        random = group[group["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
+        if not random.empty:
+            cells = [f"{random.get('random/' + m.split('/', 1)[1], float('nan')):.3f}"
+                     if m.startswith("privacy/") else "" for m in metrics]
+            table.add_row(task, "random guess", attack, "", *cells, style="dim")
+    return table
 
 
 @app.command()

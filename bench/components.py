@@ -52,12 +52,12 @@ class Cell:
         return load_encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length)
 
     def fresh_encoder(self):
-        """A private copy of the encoder, for modes that change its weights."""
+        """A private copy of the encoder for modes that change its weights; it bypasses the feature cache."""
         from bench.encoders import Encoder, MockEncoder
 
         if self.spec.encoder == "mock":
             return MockEncoder()
-        return Encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length)
+        return Encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length, cache=False)
 
 
 @dataclass

@@ -43,7 +43,9 @@ def resolve_device(device: str) -> str:
 class Encoder:
     """A transformer encoder: token and sentence representations, and its input embedding table."""
 
-    def __init__(self, name: str, device: str = "cpu", pooling: str = "mean", max_length: int = 128):
+    def __init__(
+        self, name: str, device: str = "cpu", pooling: str = "mean", max_length: int = 128, cache: bool = True
+    ):
         if pooling not in POOLINGS:
             raise BenchError(f"pooling must be one of {', '.join(POOLINGS)}, got '{pooling}'.")
         from transformers import AutoModel, AutoTokenizer
@@ -51,6 +53,7 @@ class Encoder:
 
         hf_logging.disable_progress_bar()  # our own bars report the long steps
         self.name = name
+        self.cache = cache  # False for a private copy whose weights change (fine-tuning)
         self.device = device
         self.pooling = pooling
         self.max_length = max_length
@@ -101,6 +104,7 @@ class Encoder:
         """Frozen sentence representations, float32 ``(len(texts), dim)``, cached on disk."""
         import torch
 
+        use_cache = use_cache and self.cache
         key = texts_key(self.settings(), texts)
         if use_cache and (cached := self._cache.get(self.name, key)) is not None:
             return cached

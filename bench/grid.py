@@ -19,21 +19,22 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from bench.errors import BenchError
-from bench.runner import make_spec, run_cell
+from bench.runner import component_versions, make_spec, run_cell
 from bench.spec import RunSpec
 from bench.store import ResultStore
 
 GRID_KEYS = {"tasks", "encoders", "defenses", "attacks", "seeds", "settings"}
 
 
-def _as_list(value: Any, key: str) -> list:
+def _as_list(value: Any, key: str, kind: type | tuple[type, ...] = str) -> list:
+    """A grid entry as a list whose items all have the expected type."""
     if value is None:
         return []
-    if isinstance(value, (str, int, dict)):
-        return [value]
-    if isinstance(value, list):
-        return value
-    raise BenchError(f"grid key '{key}' must be a list, got {type(value).__name__}.")
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise BenchError(f"grid key '{key}' has {item!r}, which is not a valid entry.")
+    return items
 
 
 def load_grid(path: str | Path) -> list[RunSpec]:
@@ -47,20 +48,22 @@ def load_grid(path: str | Path) -> list[RunSpec]:
         grid = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise BenchError(f"grid file {path} is not valid YAML ({exc.__class__.__name__}).") from exc
-    if not isinstance(grid, dict):
+    if not isinstance(grid, dict) or not grid:
         raise BenchError(f"grid file {path} must be a mapping with keys {', '.join(sorted(GRID_KEYS))}.")
-    unknown = set(grid) - GRID_KEYS
+    unknown = {str(k) for k in grid} - GRID_KEYS
     if unknown:
         raise BenchError(f"grid file {path} has unknown keys {', '.join(sorted(unknown))}.")
+    if not grid.get("defenses"):
+        raise BenchError(f"grid file {path} lists no defenses.")
     settings = grid.get("settings") or {}
     if not isinstance(settings, dict):
         raise BenchError("grid key 'settings' must be a mapping of make_spec keywords.")
     defenses = []
-    for item in _as_list(grid.get("defenses"), "defenses"):
+    for item in _as_list(grid.get("defenses"), "defenses", (str, dict)):
         if isinstance(item, str):
             defenses.append((item, {}))
-        elif isinstance(item, dict) and "name" in item:
-            defenses.append((item["name"], item.get("args") or {}))
+        elif isinstance(item.get("name"), str) and isinstance(item.get("args") or {}, dict):
+            defenses.append((item["name"], {str(k): v for k, v in (item.get("args") or {}).items()}))
         else:
             raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}}}.")
     cells = itertools.product(
@@ -68,7 +71,7 @@ def load_grid(path: str | Path) -> list[RunSpec]:
         _as_list(grid.get("encoders"), "encoders") or ["minilm"],
         defenses or [("none", {})],
         _as_list(grid.get("attacks"), "attacks") or [None],
-        _as_list(grid.get("seeds"), "seeds") or [0],
+        _as_list(grid.get("seeds"), "seeds", int) or [0],
     )
     specs = []
     for task, encoder, (defense, args), attack, seed in cells:
@@ -76,12 +79,17 @@ def load_grid(path: str | Path) -> list[RunSpec]:
             specs.append(
                 make_spec(
                     task=task, encoder=encoder, defense=defense, defense_args=args, attack=attack,
-                    seed=int(seed), **settings,
+                    seed=seed, **settings,
                 )
             )
-        except TypeError as exc:
-            raise BenchError(f"grid settings are not valid: {exc}.") from exc
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise BenchError(f"grid file {path} has invalid settings ({exc}).") from exc
     return specs
+
+
+def cell_key(spec: RunSpec) -> tuple[str, int, str]:
+    """What identifies a finished cell: config hash, seed and the versions of its components."""
+    return spec.config_hash(), spec.seed, component_versions(spec)
 
 
 def run_grid(
@@ -96,14 +104,14 @@ def run_grid(
     done = store.completed()
     ran = skipped = 0
     for spec in specs:
-        if (spec.config_hash(), spec.seed) in done:
+        if cell_key(spec) in done:
             skipped += 1
             if on_cell:
                 on_cell(spec, "skipped")
             continue
         record = run_cell(spec)
         store.append(record)
-        done.add((spec.config_hash(), spec.seed))
+        done.add(cell_key(spec))
         ran += 1
         if on_cell:
             on_cell(spec, "done")

@@ -39,6 +39,8 @@ def _coerce(owner: str, name: str, value: Any, annotation: Any) -> Any:
             return None
         annotation = options[0]
     if not isinstance(value, str):
+        if isinstance(value, bool) and annotation is not bool:
+            raise BenchError(f"{owner} parameter {name} must be {annotation.__name__}, got {value!r}.")
         if annotation is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
         if annotation in (int, float, bool, str) and not isinstance(value, annotation):

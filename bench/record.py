@@ -12,7 +12,8 @@ SCHEMA_VERSION = 1
 class ResultRecord(BaseModel):
     """Everything needed to trust, compare and re-run one cell."""
 
-    model_config = ConfigDict(extra="allow")  # newer fields survive a round trip
+    # newer fields survive a round trip; a NaN metric (e.g. Pearson of constant predictions) stays NaN
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -44,6 +45,18 @@ class ResultRecord(BaseModel):
             if key.split("/", 1)[0] not in ("utility", "privacy", "random"):
                 raise ValueError(f"metric key '{key}' must start with utility/, privacy/ or random/")
         return value
+
+    @field_validator("spec")
+    @classmethod
+    def _spec_names_components(cls, value: dict[str, Any]) -> dict[str, Any]:
+        missing = [k for k in ("task", "defense", "encoder") if not isinstance(value.get(k), str)]
+        if missing:
+            raise ValueError(f"spec lacks {', '.join(missing)}")
+        return value
+
+    def component_versions(self) -> str:
+        """``task@v defense@v attack@v`` as recorded (a changed component invalidates old cells)."""
+        return " ".join(self.versions.get(k, "") for k in ("task", "defense", "attack"))
 
     @property
     def defense(self) -> str:

@@ -45,9 +45,12 @@ class RepresentationDefense(Defense):
         import torch
 
         order = torch.randperm(len(reps), generator=generator)
+        bounds = list(range(0, len(order), batch_size)) + [len(order)]
+        if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
+            del bounds[-2]  # a batch of one could only mix with itself: fold it into the previous one
         out = torch.empty_like(reps)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        for start, stop in zip(bounds, bounds[1:]):
+            idx = order[start:stop]
             out[idx], _ = self.hide_batch(reps[idx], targets[idx], generator)
         return out
 
@@ -71,7 +74,7 @@ class RepresentationDefense(Defense):
             encoder = cell.fresh_encoder()
             self.setup(encoder.dim, torch_generator(seed, "client-secrets"))
             head = finetune(encoder, train.texts, y_train, self.hide_batch, config, seed)
-            x_eval = encoder.encode(evaluation.texts, use_cache=False)
+            x_eval = encoder.encode(evaluation.texts)
         x_eval = torch.from_numpy(x_eval)
         sent = self.hide_inference(x_eval, torch_generator(seed, "client-inference"))
         utility = cell.task.score(predict(head, sent, cell.task.num_labels), evaluation.labels)

@@ -64,6 +64,8 @@ def make_spec(
         compatible_kind(defense_cls, attack_cls)
         resolved_attack = component_args(build_component(attack_cls, attack_args))
     overrides = parse_arg_string(training_args) if isinstance(training_args, str) else dict(training_args or {})
+    if "mode" in overrides:
+        raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
     training = component_args(build_component(TrainingConfig, {**training_defaults(mode), **overrides}))
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
@@ -129,7 +131,7 @@ def run_cell(spec: RunSpec) -> ResultRecord:
         config_hash=spec.config_hash(),
         seed=spec.seed,
         spec=spec.to_dict(),
-        versions=_versions(task, defense, spec, output.encoder or cell.encoder),
+        versions=_versions(spec, output.encoder or cell.encoder),
         data_hash=data.data_hash(),
         data_source=data.source,
         sizes={"n_train": len(data.train), "n_eval": len(data.eval)},
@@ -142,34 +144,46 @@ def run_cell(spec: RunSpec) -> ResultRecord:
     )
 
 
+def component_versions(spec: RunSpec) -> str:
+    """``task@v defense@v attack@v`` for a spec, in the form records keep."""
+    parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{DEFENSES.get(spec.defense).version}"]
+    parts.append(f"{spec.attack}@{ATTACKS.get(spec.attack).version}" if spec.attack else "")
+    return " ".join(parts)
+
+
 def _git_sha() -> str:
     root = Path(__file__).resolve().parent.parent
     try:
-        out = subprocess.run(
+        sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True
-        )
-        return out.stdout.strip()
+        ).stdout.strip()
+        changed = subprocess.run(  # code edited since the commit (results/ does not count)
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
+            cwd=root, capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        return f"{sha}-dirty" if changed else sha
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
-def _versions(task, defense, spec: RunSpec, encoder) -> dict[str, str]:
+def _versions(spec: RunSpec, encoder) -> dict[str, str]:
     import torch
     import transformers
 
     import bench
 
+    task_version, defense_version, attack_version = component_versions(spec).split(" ")
     versions = {
         "bench": bench.__version__,
         "git_sha": _git_sha(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "task": f"{spec.task}@{task.version}",
-        "defense": f"{spec.defense}@{defense.version}",
+        "task": task_version,
+        "defense": defense_version,
         "encoder": f"{spec.encoder}@{encoder.revision}",
     }
-    if spec.attack:
-        versions["attack"] = f"{spec.attack}@{ATTACKS.get(spec.attack).version}"
+    if attack_version:
+        versions["attack"] = attack_version
     return versions
 
 

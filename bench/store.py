@@ -77,8 +77,9 @@ class ResultStore:
                         yield ResultRecord.model_validate_json(text)
                     except ValidationError as exc:
                         first = exc.errors()[0]
-                        where = ".".join(str(p) for p in first.get("loc", ())) or "line"
-                        yield CorruptLine(path, number, f"{where}: {first['msg']}")
+                        where = ".".join(str(p) for p in first.get("loc", ()))
+                        reason = f"{where}: {first['msg']}" if where else first["msg"]
+                        yield CorruptLine(path, number, reason)
 
     def read(self) -> tuple[list[ResultRecord], list[CorruptLine]]:
         """All valid records, and the corrupt lines that were skipped."""
@@ -88,10 +89,10 @@ class ResultStore:
             (records if isinstance(item, ResultRecord) else problems).append(item)
         return records, problems
 
-    def completed(self) -> set[tuple[str, int]]:
-        """(config_hash, seed) of every stored cell, for resuming grids."""
+    def completed(self) -> set[tuple[str, int, str]]:
+        """(config_hash, seed, component versions) of every stored cell, for resuming grids."""
         records, _ = self.read()
-        return {(r.config_hash, r.seed) for r in records}
+        return {(r.config_hash, r.seed, r.component_versions()) for r in records}
 
     @property
     def leaderboard_path(self) -> Path:

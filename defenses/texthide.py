@@ -44,8 +44,10 @@ class TextHide(RepresentationDefense):
         """Multiply each representation by a mask drawn afresh from the pool."""
         import torch
 
-        if self.mask_pool is None:
+        if self.m == 0:
             return reps
+        if self.mask_pool is None:
+            raise RuntimeError("texthide: setup() must draw the mask pool before anything is hidden")
         choice = torch.randint(0, self.m, (len(reps),), generator=generator)
         return reps * self.mask_pool[choice]
 

@@ -23,14 +23,35 @@ from bench.seeding import numpy_generator
 HUB_DATASET = "nyu-mll/glue"
 
 
+TEXT_HEADERS = ("sentence", "content")
+
+
 def read_tsv(path: Path, label_col: int, text_col: int, header: bool) -> Examples:
-    """Labels and sentences from a GLUE TSV file (no quoting: sentences contain quote marks)."""
+    """Labels and sentences from a GLUE TSV file (no quoting: sentences contain quote marks).
+
+    With a header, columns are found by name (``label``; ``sentence`` or ``content``), so both the
+    shared/data layout and GLUE's own column order read; without one, the given positions are used.
+    """
     with open(path, encoding="utf-8-sig", newline="") as handle:
         rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if header:
-        rows = rows[1:]
-    rows = [r for r in rows if len(r) > max(label_col, text_col)]
-    return Examples(tuple(r[text_col] for r in rows), np.array([int(r[label_col]) for r in rows]))
+    body, first_line = rows, 1
+    if header and rows:
+        names = [name.strip().lower() for name in rows[0]]
+        text_names = [n for n in TEXT_HEADERS if n in names]
+        if "label" not in names or not text_names:
+            raise BenchError(f"{path} has header {rows[0]}; expected a label and a sentence column.")
+        label_col, text_col = names.index("label"), names.index(text_names[0])
+        body, first_line = rows[1:], 2
+    texts, labels = [], []
+    for number, row in enumerate(body, start=first_line):
+        if len(row) <= max(label_col, text_col):
+            continue  # blank or truncated line
+        try:
+            labels.append(int(row[label_col]))
+        except ValueError:
+            raise BenchError(f"{path}:{number} has label '{row[label_col]}', not an integer class.") from None
+        texts.append(row[text_col])
+    return Examples(tuple(texts), np.array(labels))
 
 
 class GlueSingleSentence(Task):

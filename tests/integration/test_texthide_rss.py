@@ -58,9 +58,27 @@ def test_main_job_acceptance(tmp_path):
     assert undefended["metrics"]["privacy/rss/identity"] >= 0.95
 
 
-def test_finetune_mode_trains_the_encoder_through_texthide():
+def test_finetune_mode_trains_the_encoder_through_texthide(monkeypatch, tmp_path):
+    """The encoder's weights change, and fine-tuned features never enter the shared cache."""
+    import torch
+
+    from bench.components import Cell
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    copies = []
+    original = Cell.fresh_encoder
+
+    def keep(cell):
+        encoder = original(cell)
+        copies.append((encoder, [p.detach().clone() for p in encoder.model.parameters()]))
+        return encoder
+
+    monkeypatch.setattr(Cell, "fresh_encoder", keep)
     spec = make_spec(defense="texthide", attack="rss", mode="finetune", n_train=32, n_eval=16,
-                     training_args="epochs=1,batch_size=8")
+                     training_args="epochs=1,batch_size=8,lr=0.001")
     record = run_cell(spec)
+    encoder, before = copies[0]
+    assert any(not torch.equal(a, b) for a, b in zip(before, encoder.model.parameters()))
     assert 0.0 <= record.metrics["utility/accuracy"] <= 1.0
-    assert record.spec["training"]["mode"] == "finetune"
+    cached = list((tmp_path / "cache").rglob("*.npy"))
+    assert len(cached) == 1  # only the pretrained SBERT features of the corpus (for SBERTsim)

@@ -95,3 +95,19 @@ def test_list_shows_parameters_and_pairs():
     assert result.exit_code == 0
     for text in ("texthide", "m=256", "rss", "sentence_embeddings", "compatible"):
         assert text in result.output
+
+
+def test_summarize_reports_a_corrupt_line_and_keeps_the_rest(tmp_path):
+    from bench.store import ResultStore
+    from tests.unit.test_store import make_record
+
+    store = ResultStore(tmp_path)
+    store.append(make_record(0))
+    with open(store.path_for("texthide"), "a") as handle:
+        handle.write("not json\n")
+    store.append(make_record(1))
+    result = invoke("summarize", "--results-dir", tmp_path)
+    assert result.exit_code == 0
+    assert "texthide.jsonl:2" in result.stderr and "corrupt" in result.stderr
+    assert "texthide(m=256,k=4)" in result.stdout and "random guess" in result.stdout
+    assert (tmp_path / "leaderboard.csv").is_file()

@@ -60,3 +60,31 @@ def test_interrupted_grid_resumes(tiny_data, tmp_path, monkeypatch):
     assert run_grid(specs, store) == (2, 2)
     assert run_grid(specs, store) == (0, 4)
     assert len(store.read()[0]) == 4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        GRID.replace("seeds: [0, 1]", "seeds: [a]"),
+        GRID.replace("args: {m: 0, k: 4}", "args: [1, 2]"),
+        GRID.replace("args: {m: 0, k: 4}", "args: {m: true, k: 4}"),
+        GRID + "yes: 1\n",
+        GRID.replace("n_train: 60", "device: 5"),
+        GRID.replace("settings: {", "settings: {bogus: 1, "),
+        "",
+        "tasks: [sst2]\n",
+        "- just\n- a list\n",
+    ],
+)
+def test_odd_grids_are_one_clear_error(tiny_data, tmp_path, text):
+    with pytest.raises(BenchError):
+        load_grid(write(tmp_path, text))
+
+
+def test_grid_refuses_single_cell_flags(tiny_data, tmp_path):
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--grid", str(write(tmp_path, GRID)), "--check"])
+    assert result.exit_code == 2 and "--grid" in result.stderr

@@ -30,3 +30,8 @@ def test_build_coerces_types_and_fills_defaults():
 def test_bad_values_are_rejected(args, message):
     with pytest.raises(BenchError, match=message):
         build_component(DEFENSES.get("texthide"), args)
+
+
+def test_yaml_booleans_are_not_integers():
+    with pytest.raises(BenchError, match="m must be int"):
+        build_component(DEFENSES.get("texthide"), {"m": True})

@@ -41,7 +41,9 @@ def test_incompatible_pair_names_both_kinds(tiny_data, tmp_path):
         make_spec(defense="texthide", attack="grad_only", encoder="mock")
 
 
-@pytest.mark.parametrize("kwargs", [{"mode": "gpu"}, {"n_train": 1}, {"training_args": "epochs=0"}])
+@pytest.mark.parametrize(
+    "kwargs", [{"mode": "gpu"}, {"n_train": 1}, {"training_args": "epochs=0"}, {"training_args": "mode=finetune"}]
+)
 def test_bad_run_settings(tiny_data, kwargs):
     with pytest.raises(BenchError):
         make_spec(encoder="mock", **kwargs)

@@ -58,6 +58,15 @@ def test_invalid_record_is_rejected():
         make_record(metrics={"accuracy": 0.9})  # no utility/ prefix
     with pytest.raises(ValidationError):
         make_record(schema_version=99)
+    with pytest.raises(ValidationError):
+        make_record(spec={})
+
+
+def test_nan_metric_round_trips(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(make_record(metrics={"utility/pearson": float("nan")}, higher_is_better={"utility/pearson": True}))
+    records, problems = store.read()
+    assert problems == [] and records[0].metrics["utility/pearson"] != records[0].metrics["utility/pearson"]
 
 
 def test_valid_json_with_missing_fields_is_corrupt(tmp_path):

@@ -1,5 +1,6 @@
 """TextHide's mechanism (Algorithm 1) on small tensors."""
 
+import pytest
 import torch
 
 from bench import DEFENSES
@@ -45,13 +46,37 @@ def test_mix_only_gives_convex_combinations_with_matching_labels():
     assert torch.allclose(mixed[:, 1], hidden[:, 3:].sum(dim=1), atol=1e-6)
 
 
-def test_masks_flip_signs_only():
+def test_each_example_gets_a_mask_drawn_from_the_pool():
     defense = make(4, 1)
-    reps = torch.rand(20, 16) + 0.1
-    hidden, _ = defense.hide_batch(reps, one_hot([0] * 20), torch.Generator().manual_seed(0))
+    reps = torch.rand(200, 16) + 0.1
+    hidden, _ = defense.hide_batch(reps, one_hot([0] * 200), torch.Generator().manual_seed(0))
     assert torch.allclose(hidden.abs(), reps)
-    signs = torch.sign(hidden)
-    assert all(any(torch.equal(row, mask) for mask in defense.mask_pool) for row in signs)
+    used = [next(i for i, mask in enumerate(defense.mask_pool) if torch.equal(row, mask)) for row in torch.sign(hidden)]
+    assert set(used) == {0, 1, 2, 3}  # every mask of the pool is drawn, none outside it
+
+
+def test_partners_come_from_permutations_of_the_batch():
+    defense = make(0, 3)
+    reps = torch.eye(40)
+    hidden, _ = defense.hide_batch(reps, one_hot([0] * 40), torch.Generator().manual_seed(5))
+    # each example appears once as itself and once in each of the 2 permutations: in at most 3 rows
+    # (fewer only where a permutation maps a row to a row that already holds it)
+    rows_holding = (hidden > 0).sum(dim=0)
+    assert torch.all((rows_holding >= 1) & (rows_holding <= 3)) and rows_holding.float().mean() > 2.7
+    assert torch.all(torch.diagonal(hidden) > 0)  # member 0 is the example itself
+
+
+def test_masking_before_setup_fails_closed():
+    defense = build_component(DEFENSES.get("texthide"), {"m": 4, "k": 1})
+    with pytest.raises(RuntimeError, match="setup"):
+        defense.hide_inference(torch.ones(2, 16), torch.Generator().manual_seed(0))
+
+
+def test_attacked_release_has_no_batch_of_one():
+    defense = make(0, 4)
+    reps, targets = torch.eye(65), one_hot([0] * 65)  # 65 = one batch of 64 and a remainder of 1
+    released = defense.release_like_training(reps, targets, 64, torch.Generator().manual_seed(0))
+    assert not any(torch.equal(row, reps[i]) for i, row in enumerate(released))
 
 
 def test_inference_masks_without_mixing():

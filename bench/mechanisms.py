@@ -1,0 +1,42 @@
+"""Public mechanism math shared by defenses and attacks (the adversary knows these mechanisms).
+
+d_chi-privacy noise (Feyisetan et al. 2020): N = r·u with u uniform on the unit sphere of R^n and
+r ~ Gamma(shape n, scale 1/eta), so the density of N is proportional to exp(-eta·||N||).
+Exact nearest-neighbour search over an embedding table (faiss, exact L2): an approximate index
+would change the mechanism's output distribution.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bench.params import require
+
+SPECIAL_TOKEN = re.compile(r"^\[(PAD|CLS|SEP|MASK|UNK|unused\d+)\]$")
+
+
+def dchi_noise(count: int, dim: int, eta: float, rng: np.random.Generator) -> np.ndarray:
+    """``count`` d_chi noise vectors in R^dim, float32 ``(count, dim)``; mean norm is dim/eta."""
+    require(eta > 0, f"eta must be > 0, got {eta}.")
+    direction = rng.standard_normal((count, dim))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    radius = rng.gamma(shape=dim, scale=1.0 / eta, size=count)
+    return (direction * radius[:, None]).astype(np.float32)
+
+
+def regular_token_ids(vocab: dict[str, int]) -> np.ndarray:
+    """Ids of the WordPiece tokens that may be inputs or outputs (no [PAD], [CLS], [unused*], ...)."""
+    return np.array(sorted(i for token, i in vocab.items() if not SPECIAL_TOKEN.match(token)), dtype=np.int64)
+
+
+def nearest_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Index of the row of ``table`` nearest (exact Euclidean) to each query, ``(len(queries),)``."""
+    import faiss
+
+    table = np.ascontiguousarray(table, dtype=np.float32)
+    index = faiss.IndexFlatL2(table.shape[1])
+    index.add(table)
+    _, found = index.search(np.ascontiguousarray(queries, dtype=np.float32), 1)
+    return found[:, 0]

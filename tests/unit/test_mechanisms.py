@@ -1,0 +1,40 @@
+"""Public mechanism math: d_chi noise and exact nearest-row search."""
+
+import numpy as np
+import pytest
+
+from bench import BenchError
+from bench.mechanisms import dchi_noise, nearest_rows, regular_token_ids
+
+
+def test_dchi_noise_radius_and_direction():
+    rng = np.random.default_rng(0)
+    noise = dchi_noise(20000, 16, eta=4.0, rng=rng)
+    norms = np.linalg.norm(noise, axis=1)
+    assert abs(norms.mean() - 16 / 4.0) < 0.05  # Gamma(n, 1/eta) has mean n/eta
+    assert abs(norms.var() - 16 / 4.0**2) < 0.1  # and variance n/eta^2
+    directions = noise / norms[:, None]
+    assert np.abs(directions.mean(axis=0)).max() < 0.02  # isotropic
+
+
+def test_dchi_noise_is_seeded():
+    a = dchi_noise(5, 8, 1.0, np.random.default_rng(1))
+    assert np.array_equal(a, dchi_noise(5, 8, 1.0, np.random.default_rng(1)))
+    assert not np.array_equal(a, dchi_noise(5, 8, 1.0, np.random.default_rng(2)))
+
+
+def test_dchi_noise_rejects_nonpositive_eta():
+    with pytest.raises(BenchError, match="eta must be > 0"):
+        dchi_noise(1, 4, 0.0, np.random.default_rng(0))
+
+
+def test_nearest_rows_equals_brute_force():
+    rng = np.random.default_rng(0)
+    table, queries = rng.standard_normal((500, 32)), rng.standard_normal((200, 32)) * 2
+    brute = ((queries[:, None, :] - table[None]) ** 2).sum(-1).argmin(axis=1)
+    assert np.array_equal(nearest_rows(table, queries), brute)
+
+
+def test_regular_tokens_exclude_special_and_unused():
+    vocab = {"[PAD]": 0, "[unused0]": 1, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103, "the": 1996, "##s": 2015}
+    assert regular_token_ids(vocab).tolist() == [1996, 2015]
