@@ -30,7 +30,12 @@ class FeatureCache:
     """Arrays stored as ``.npy`` files; writes are atomic so a crash never leaves half a file."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = (root or cache_root()) / "features"
+        self._root = root  # None: resolve $BENCH_CACHE_DIR at each access
+
+    @property
+    def root(self) -> Path:
+        """The folder that holds the feature files."""
+        return (self._root or cache_root()) / "features"
 
     def _path(self, namespace: str, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace)

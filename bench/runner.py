@@ -94,8 +94,6 @@ def make_spec(
 
 def run_cell(spec: RunSpec) -> ResultRecord:
     """Run one cell: load data, run the defense, run the attack and its random reference."""
-    import numpy as np
-
     from bench.metrics import metric_info
     from bench.seeding import numpy_generator
     from bench.training import TrainingConfig

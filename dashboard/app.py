@@ -88,6 +88,11 @@ def main() -> None:
         encoders = st.multiselect("encoder", encoders_known, default=encoders_known, key="encoder")
     shown = board[(board["task"] == task) & board["encoder"].isin(encoders)]
     shown = shown[shown["attack"].isin(attacks) | (shown["attack"] == "")]
+    if shown.empty:
+        st.info("No results match these filters.")
+        return
+    if not attacks:
+        st.info("Select an attack in the sidebar to see privacy against utility; no attack is selected.")
 
     st.caption(
         "Means over seeds (± sample std, n seeds). privacy/* is what the attack recovered (higher = "

@@ -24,17 +24,18 @@ def board_with_two_defenses(root: Path) -> None:
     summarize(store)
 
 
-def run_app(results: Path) -> AppTest:
-    import os
+@pytest.fixture
+def run_app(monkeypatch):
+    """Start the app on a results folder (the variable stays set for later reruns of the app)."""
 
-    os.environ["BENCH_RESULTS_DIR"] = str(results)
-    try:
+    def start(results: Path) -> AppTest:
+        monkeypatch.setenv("BENCH_RESULTS_DIR", str(results))
         return AppTest.from_file(APP, default_timeout=60).run()
-    finally:
-        del os.environ["BENCH_RESULTS_DIR"]
+
+    return start
 
 
-def test_table_and_scatter(tmp_path):
+def test_table_and_scatter(tmp_path, run_app):
     board_with_two_defenses(tmp_path)
     app = run_app(tmp_path)
     assert not app.exception
@@ -50,22 +51,26 @@ def test_table_and_scatter(tmp_path):
     assert '"rule"' in proto.spec and "random guess" in data  # the random-guess baseline
 
 
-def test_filters_narrow_the_table(tmp_path):
+def test_filters_narrow_the_table(tmp_path, run_app):
     board_with_two_defenses(tmp_path)
     app = run_app(tmp_path)
+    assert app.subheader.len == 1
     app.sidebar.multiselect(key="attack").set_value([]).run()
     assert not app.exception
-    assert app.subheader.len == 0
+    assert app.subheader.len == 0 and "No results match" in app.info[0].value  # every row has an attack
+    app.sidebar.multiselect(key="attack").set_value(["rss"]).run()
+    app.sidebar.multiselect(key="encoder").set_value([]).run()
+    assert not app.exception and app.subheader.len == 0 and "No results match" in app.info[0].value
 
 
-def test_empty_results_explain_what_to_do(tmp_path):
+def test_empty_results_explain_what_to_do(tmp_path, run_app):
     app = run_app(tmp_path)
     assert not app.exception
     assert "bench summarize" in app.info[0].value
 
 
 @pytest.mark.skipif(not (REPO_RESULTS / "leaderboard.csv").is_file(), reason="no committed leaderboard")
-def test_committed_leaderboard_renders():
+def test_committed_leaderboard_renders(run_app):
     app = run_app(REPO_RESULTS)
     assert not app.exception
     assert len(app.dataframe[0].value) >= 4
