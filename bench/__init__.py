@@ -5,6 +5,7 @@ __version__ = "0.1.0"
 from bench.components import Attack, Cell, Defense, DefenseOutput, PublicKnowledge, Task, Truth
 from bench.data import Examples, TaskData
 from bench.errors import BenchError
+from bench.input_defense import InputDefense
 from bench.params import require
 from bench.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
 from bench.releases import Release, ReleaseKind
@@ -20,6 +21,7 @@ __all__ = [
     "Defense",
     "DefenseOutput",
     "Examples",
+    "InputDefense",
     "PublicKnowledge",
     "Release",
     "ReleaseKind",

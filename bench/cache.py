@@ -17,11 +17,19 @@ def cache_root() -> Path:
     return Path(os.environ.get("BENCH_CACHE_DIR", Path.home() / ".cache" / "bench")).expanduser()
 
 
-def texts_key(settings: dict[str, Any], texts: Iterable[str]) -> str:
-    """SHA-256 of the encoder settings and the exact texts, in order."""
+def texts_key(settings: dict[str, Any], texts: Iterable[str | np.ndarray]) -> str:
+    """SHA-256 of the encoder settings and the exact inputs, in order.
+
+    Inputs are texts, or arrays (token ids, token vectors) hashed with their dtype and shape.
+    """
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
-    for text in texts:
-        digest.update(text.encode("utf-8"))
+    for item in texts:
+        if isinstance(item, str):
+            digest.update(item.encode("utf-8"))
+        else:
+            array = np.ascontiguousarray(item)
+            digest.update(f"{array.dtype}{array.shape}".encode())
+            digest.update(array.tobytes())
         digest.update(b"\x1e")
     return digest.hexdigest()
 

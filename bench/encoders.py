@@ -80,16 +80,46 @@ class Encoder:
             "max_length": self.max_length,
         }
 
-    def tokenize(self, texts: Sequence[str]):
-        """Padded, truncated model inputs on the encoder's device."""
-        batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+    def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """WordPiece ids of each text without special tokens, truncated to fit max_length."""
+        encoded = self.tokenizer(
+            list(texts), add_special_tokens=False, truncation=True, max_length=self.max_length - 2
         )
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return [np.asarray(ids, dtype=np.int64) for ids in encoded["input_ids"]]
 
-    def pooled(self, texts: Sequence[str]):
+    def model_inputs(self, items: Sequence):
+        """Padded model inputs on the device for texts, token-id arrays or token-vector arrays.
+
+        Ids and vectors get [CLS] and [SEP] added here, as a server assembles a client's tokens.
+        """
+        import torch
+
+        if isinstance(items[0], str):
+            batch = self.tokenizer(
+                list(items), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
+            return {k: v.to(self.device) for k, v in batch.items()}
+        tok = self.tokenizer
+        width = max(len(x) for x in items) + 2
+        mask = torch.zeros(len(items), width, dtype=torch.long)
+        for row, x in enumerate(items):
+            mask[row, : len(x) + 2] = 1
+        if np.asarray(items[0]).ndim == 1:  # token ids
+            ids = torch.full((len(items), width), tok.pad_token_id, dtype=torch.long)
+            for row, x in enumerate(items):
+                ids[row, : len(x) + 2] = torch.as_tensor([tok.cls_token_id, *x, tok.sep_token_id])
+            return {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+        table = self.input_embeddings().detach()
+        vectors = table[tok.pad_token_id].repeat(len(items), width, 1)
+        for row, x in enumerate(items):  # token vectors
+            vectors[row, 0] = table[tok.cls_token_id]
+            vectors[row, 1 : len(x) + 1] = torch.as_tensor(x, dtype=vectors.dtype)
+            vectors[row, len(x) + 1] = table[tok.sep_token_id]
+        return {"inputs_embeds": vectors.to(self.device), "attention_mask": mask.to(self.device)}
+
+    def pooled(self, items: Sequence):
         """Sentence representations as a tensor, with gradients when the model is training."""
-        batch = self.tokenize(texts)
+        batch = self.model_inputs(items)
         output = self.model(**batch)
         if self.pooling == "cls":
             return output.last_hidden_state[:, 0]
@@ -100,8 +130,11 @@ class Encoder:
         mask = batch["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
         return (output.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
-        """Frozen sentence representations, float32 ``(len(texts), dim)``, cached on disk."""
+    def encode(self, texts: Sequence, batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
+        """Frozen sentence representations, float32 ``(len(texts), dim)``, cached on disk.
+
+        ``texts`` are strings, or per-sentence arrays of token ids or of token vectors.
+        """
         import torch
 
         use_cache = use_cache and self.cache

@@ -40,3 +40,26 @@ def nearest_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
     index.add(table)
     _, found = index.search(np.ascontiguousarray(queries, dtype=np.float32), 1)
     return found[:, 0]
+
+
+def _split(flat: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
+    return np.split(flat, np.cumsum(lengths)[:-1]) if lengths else []
+
+
+def dchi_token_vectors(
+    ids: list[np.ndarray], table: np.ndarray, eta: float, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """M_rep: each token's input embedding plus its own d_chi noise, per sentence ``(len, dim)``."""
+    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    noisy = table[flat] + dchi_noise(len(flat), table.shape[1], eta, rng)
+    return _split(noisy, [len(x) for x in ids])
+
+
+def dchi_token_text(
+    ids: list[np.ndarray], table: np.ndarray, candidates: np.ndarray, eta: float, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """M_txt: the token nearest (exactly) to each noisy embedding, among ``candidates`` ids."""
+    vectors = dchi_token_vectors(ids, table, eta, rng)
+    flat = np.concatenate(vectors) if vectors else np.zeros((0, table.shape[1]), dtype=np.float32)
+    chosen = candidates[nearest_rows(table[candidates], flat)] if len(flat) else np.zeros(0, dtype=np.int64)
+    return _split(chosen, [len(x) for x in ids])

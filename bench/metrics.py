@@ -33,6 +33,7 @@ METRICS: dict[str, MetricInfo] = {
     "tfidf": MetricInfo(True, "TF-IDF cosine of the returned and the true sentence"),
     "label": MetricInfo(True, "fraction of returned sentences with the true sentence's label"),
     "sbert": MetricInfo(True, "SBERT cosine of the returned and the true sentence"),
+    "token_accuracy": MetricInfo(True, "fraction of the evaluation tokens recovered at their position"),
 }
 
 

@@ -8,8 +8,14 @@ Threat model: the server and any eavesdropper see the noisy release; they know t
 the mechanism and eta, never the sampled noise. The client's encoder is frozen.
 
 Noise N = r·u, u uniform on the unit sphere of R^n, r ~ Gamma(n, 1/eta): density ∝ exp(-eta·||N||),
-mean radius n/eta (bench.mechanisms.dchi_noise). This module holds the sequence mechanism; the token
-and text-to-text mechanisms are to follow in the same module.
+mean radius n/eta (bench.mechanisms.dchi_noise). Three mechanisms, one parameter eta:
+- ``dchi-sequence``: noise on the pooled sentence representation (``sentence_embeddings``);
+- ``dchi-token`` (M_rep): noise on each regular token's input embedding (``token_embeddings``); the
+  server adds [CLS]/[SEP] and position embeddings itself and keeps the embedding layer frozen;
+- ``dchi-text`` (M_txt): each noisy vector mapped to its nearest regular vocabulary token by exact
+  search, and the token sequence released (``text``, as WordPiece ids).
+Deviation in the offline default: the vocabulary table is all-MiniLM-L6-v2's (384 dimensions, the
+bert-base-uncased WordPiece vocabulary) instead of bert-base-uncased's 768-dimensional one.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench import RepresentationDefense, register_defense, require
-from bench.mechanisms import dchi_noise
+from bench import InputDefense, ReleaseKind, RepresentationDefense, register_defense, require
+from bench.mechanisms import dchi_noise, dchi_token_text, dchi_token_vectors, regular_token_ids
 
 
 @register_defense("dchi-sequence")
@@ -39,3 +45,45 @@ class DchiSequence(RepresentationDefense):
         seed = int(torch.randint(0, 2**62, (1,), generator=generator))  # the client's secret stream
         noise = dchi_noise(len(reps), reps.shape[1], self.eta, np.random.default_rng(seed))
         return reps + torch.from_numpy(noise)
+
+
+def _table(encoder) -> np.ndarray:
+    """The public input embedding table as float32 NumPy."""
+    return encoder.input_embeddings().detach().float().cpu().numpy()
+
+
+@register_defense("dchi-token")
+@dataclass
+class DchiToken(InputDefense):
+    """M_rep: releases every regular token's embedding plus d_chi noise."""
+
+    releases = (ReleaseKind.TOKEN_EMBEDDINGS,)
+    release_kind = ReleaseKind.TOKEN_EMBEDDINGS
+
+    eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
+
+    def __post_init__(self) -> None:
+        require(self.eta > 0, f"dchi-token eta must be > 0, got {self.eta}.")
+
+    def privatize(self, ids, encoder, rng):
+        """phi(w) + N for every token w (Qu et al. §3.2, token representation privatization)."""
+        return dchi_token_vectors(ids, _table(encoder), self.eta, rng)
+
+
+@register_defense("dchi-text")
+@dataclass
+class DchiText(InputDefense):
+    """M_txt: releases the nearest vocabulary token to each noisy token embedding."""
+
+    releases = (ReleaseKind.TEXT,)
+    release_kind = ReleaseKind.TEXT
+
+    eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
+
+    def __post_init__(self) -> None:
+        require(self.eta > 0, f"dchi-text eta must be > 0, got {self.eta}.")
+
+    def privatize(self, ids, encoder, rng):
+        """argmin_v ||phi(v) - (phi(w) + N)|| over regular tokens v (Feyisetan et al. Alg. 1)."""
+        regular = regular_token_ids(encoder.tokenizer.get_vocab())
+        return dchi_token_text(ids, _table(encoder), regular, self.eta, rng)

@@ -19,7 +19,14 @@ def test_little_noise_leaks_and_much_noise_hides(tiny_data):
     assert strong["privacy/rss/identity"] <= strong["random/rss/identity"] + 0.05
 
 
+@pytest.mark.parametrize("defense", ["dchi-sequence", "dchi-token", "dchi-text"])
 @pytest.mark.parametrize("eta", [0, -1])
-def test_eta_must_be_positive(tiny_data, eta):
+def test_eta_must_be_positive(tiny_data, defense, eta):
     with pytest.raises(BenchError, match="eta must be > 0"):
-        make_spec(defense="dchi-sequence", defense_args={"eta": eta}, encoder="mock")
+        make_spec(defense=defense, defense_args={"eta": eta}, encoder="mock")
+
+
+def test_token_mechanisms_need_a_wordpiece_encoder(tiny_data):
+    spec = make_spec(defense="dchi-text", attack="inversion", encoder="mock", training_args="epochs=1")
+    with pytest.raises(BenchError, match="needs a real encoder"):
+        run_cell(spec)

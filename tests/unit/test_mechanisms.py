@@ -38,3 +38,29 @@ def test_nearest_rows_equals_brute_force():
 def test_regular_tokens_exclude_special_and_unused():
     vocab = {"[PAD]": 0, "[unused0]": 1, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103, "the": 1996, "##s": 2015}
     assert regular_token_ids(vocab).tolist() == [1996, 2015]
+
+
+def test_dchi_text_is_the_exact_nearest_candidate_of_the_noisy_vector():
+    from bench.mechanisms import dchi_token_text, dchi_token_vectors
+
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((300, 16)).astype(np.float32)
+    candidates = np.arange(5, 300)  # rows 0-4 play the special tokens: never outputs
+    ids = [rng.integers(5, 300, size=n) for n in (3, 7, 1)]
+    released = dchi_token_text(ids, table, candidates, 2.0, np.random.default_rng(9))
+    noisy = np.concatenate(dchi_token_vectors(ids, table, 2.0, np.random.default_rng(9)))
+    brute = candidates[((noisy[:, None] - table[candidates][None]) ** 2).sum(-1).argmin(1)]
+    assert [len(x) for x in released] == [3, 7, 1]
+    assert np.array_equal(np.concatenate(released), brute)
+    assert np.all(np.concatenate(released) >= 5)
+
+
+def test_dchi_text_keeps_tokens_at_small_noise_and_changes_them_at_large():
+    from bench.mechanisms import dchi_token_text
+
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal((200, 16)).astype(np.float32)
+    ids = [rng.integers(0, 200, size=500)]
+    candidates = np.arange(200)
+    kept = lambda eta: np.mean(dchi_token_text(ids, table, candidates, eta, np.random.default_rng(2))[0] == ids[0])  # noqa: E731
+    assert kept(1e4) == 1.0 and kept(0.5) < 0.1

@@ -1,0 +1,66 @@
+"""Base for defenses that privatize the encoder's inputs token by token (d_chi, SanText, ...).
+
+The client tokenizes with the public WordPiece vocabulary, keeps regular tokens only, and releases
+either token ids (``text``) or token vectors (``token_embeddings``). The server feeds the release to
+the encoder, adding [CLS]/[SEP] and position embeddings itself, and trains its head; in
+``finetune`` mode the encoder trains with its input embedding layer frozen.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from bench.components import Cell, Defense, DefenseOutput
+from bench.errors import BenchError
+from bench.params import component_args
+from bench.releases import Release, ReleaseKind
+
+
+class InputDefense(Defense):
+    """A defense whose release replaces the encoder input (token ids or token vectors)."""
+
+    release_kind: ClassVar[ReleaseKind] = ReleaseKind.TEXT
+
+    def privatize(self, ids: list[np.ndarray], encoder, rng: np.random.Generator) -> list[np.ndarray]:
+        """The client's release for each sentence, from its regular WordPiece ids."""
+        raise NotImplementedError
+
+    def run(self, cell: Cell) -> DefenseOutput:
+        """Client privatizes both splits; server trains and predicts on what it receives."""
+        from bench.mechanisms import regular_token_ids
+        from bench.seeding import numpy_generator
+        from bench.training import finetune, predict, targets_for, train_head
+
+        seed, config = cell.spec.seed, cell.training
+        encoder = cell.encoder if config.mode == "frozen" else cell.fresh_encoder()
+        if getattr(encoder, "tokenizer", None) is None:
+            raise BenchError(
+                f"{type(self).registry_name} perturbs WordPiece tokens and needs a real encoder "
+                f"(minilm or a hub id), not '{encoder.name}'."
+            )
+        regular = regular_token_ids(encoder.tokenizer.get_vocab())
+        keep = lambda ids: ids[np.isin(ids, regular)]  # noqa: E731  (specials are never inputs)
+        train_ids = [keep(x) for x in encoder.token_ids(cell.data.train.texts)]
+        eval_ids = [keep(x) for x in encoder.token_ids(cell.data.eval.texts)]
+        train_release = self.privatize(train_ids, encoder, numpy_generator(seed, "client-train"))
+        eval_release = self.privatize(eval_ids, encoder, numpy_generator(seed, "client-eval"))
+
+        y_train = targets_for(cell.data.train.labels, cell.task.num_labels)
+        unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the release is already private)
+        if config.mode == "frozen":
+            head = train_head(encoder.encode(train_release), y_train, unchanged, config, seed)
+        else:
+            encoder.model.get_input_embeddings().weight.requires_grad_(False)  # the client's side
+            head = finetune(encoder, train_release, y_train, unchanged, config, seed)
+        predictions = predict(head, encoder.encode(eval_release), cell.task.num_labels)
+        release = Release(
+            self.release_kind,
+            eval_release,
+            owners=np.arange(len(eval_release)),
+            public={"defense": type(self).registry_name, "format": "wordpiece", **component_args(self)},
+        )
+        notes = {"released_tokens": int(sum(len(x) for x in eval_release))}
+        return DefenseOutput(cell.task.score(predictions, cell.data.eval.labels), {self.release_kind: release},
+                             notes, encoder)
