@@ -80,6 +80,10 @@ class Defense:
         """Privatize the cell's data, train and evaluate the server's model, return the releases."""
         raise NotImplementedError
 
+    def describe(self, dim: int) -> dict[str, Any]:
+        """Derived facts worth keeping in the record (e.g. the mean noise radius); default none."""
+        return {}
+
 
 @dataclass
 class PublicKnowledge:

@@ -61,6 +61,6 @@ class InputDefense(Defense):
             owners=np.arange(len(eval_release)),
             public={"defense": type(self).registry_name, "format": "wordpiece", **component_args(self)},
         )
-        notes = {"released_tokens": int(sum(len(x) for x in eval_release))}
+        notes = {"released_tokens": int(sum(len(x) for x in eval_release)), **self.describe(encoder.dim)}
         return DefenseOutput(cell.task.score(predictions, cell.data.eval.labels), {self.release_kind: release},
                              notes, encoder)

@@ -90,5 +90,6 @@ class RepresentationDefense(Defense):
         notes = {
             "attacked_release": "evaluation sentences hidden as training batches of "
             f"{config.batch_size} (what an eavesdropper on training traffic sees)",
+            **self.describe(encoder.dim),
         }
         return DefenseOutput(utility, {ReleaseKind.SENTENCE_EMBEDDINGS: release}, notes, encoder)

@@ -28,15 +28,23 @@ from bench import InputDefense, ReleaseKind, RepresentationDefense, register_def
 from bench.mechanisms import dchi_noise, dchi_token_text, dchi_token_vectors, regular_token_ids
 
 
+class EtaParameter:
+    """The privacy parameter shared by the three mechanisms: validation and the mean noise radius."""
+
+    def __post_init__(self) -> None:
+        require(self.eta > 0, f"{self.registry_name} eta must be > 0, got {self.eta}.")
+
+    def describe(self, dim):
+        """The mean noise radius n/eta, to read eta against the representation's scale."""
+        return {"mean_noise_radius": dim / self.eta}
+
+
 @register_defense("dchi-sequence")
 @dataclass
-class DchiSequence(RepresentationDefense):
+class DchiSequence(EtaParameter, RepresentationDefense):
     """Adds d_chi noise to the pooled sentence representation, at training and at inference."""
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
-
-    def __post_init__(self) -> None:
-        require(self.eta > 0, f"dchi-sequence eta must be > 0, got {self.eta}.")
 
     def hide(self, reps, generator):
         """reps + N with N drawn independently for every representation."""
@@ -54,16 +62,13 @@ def _table(encoder) -> np.ndarray:
 
 @register_defense("dchi-token")
 @dataclass
-class DchiToken(InputDefense):
+class DchiToken(EtaParameter, InputDefense):
     """M_rep: releases every regular token's embedding plus d_chi noise."""
 
     releases = (ReleaseKind.TOKEN_EMBEDDINGS,)
     release_kind = ReleaseKind.TOKEN_EMBEDDINGS
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
-
-    def __post_init__(self) -> None:
-        require(self.eta > 0, f"dchi-token eta must be > 0, got {self.eta}.")
 
     def privatize(self, ids, encoder, rng):
         """phi(w) + N for every token w (Qu et al. §3.2, token representation privatization)."""
@@ -72,16 +77,13 @@ class DchiToken(InputDefense):
 
 @register_defense("dchi-text")
 @dataclass
-class DchiText(InputDefense):
+class DchiText(EtaParameter, InputDefense):
     """M_txt: releases the nearest vocabulary token to each noisy token embedding."""
 
     releases = (ReleaseKind.TEXT,)
     release_kind = ReleaseKind.TEXT
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
-
-    def __post_init__(self) -> None:
-        require(self.eta > 0, f"dchi-text eta must be > 0, got {self.eta}.")
 
     def privatize(self, ids, encoder, rng):
         """argmin_v ||phi(v) - (phi(w) + N)|| over regular tokens v (Feyisetan et al. Alg. 1)."""
