@@ -22,6 +22,11 @@ class InputDefense(Defense):
     """A defense whose release replaces the encoder input (token ids or token vectors)."""
 
     release_kind: ClassVar[ReleaseKind] = ReleaseKind.TEXT
+    releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.releases = (cls.release_kind,)  # one release kind, declared once
 
     def privatize(self, ids: list[np.ndarray], encoder, rng: np.random.Generator) -> list[np.ndarray]:
         """The client's release for each sentence, from its regular WordPiece ids."""

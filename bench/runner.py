@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import platform
 import subprocess
@@ -149,6 +150,7 @@ def component_versions(spec: RunSpec) -> str:
     return " ".join(parts)
 
 
+@functools.lru_cache(maxsize=1)  # the code a process runs is the code it started with
 def _git_sha() -> str:
     root = Path(__file__).resolve().parent.parent
     try:

@@ -65,7 +65,6 @@ def _table(encoder) -> np.ndarray:
 class DchiToken(EtaParameter, InputDefense):
     """M_rep: releases every regular token's embedding plus d_chi noise."""
 
-    releases = (ReleaseKind.TOKEN_EMBEDDINGS,)
     release_kind = ReleaseKind.TOKEN_EMBEDDINGS
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
@@ -80,7 +79,6 @@ class DchiToken(EtaParameter, InputDefense):
 class DchiText(EtaParameter, InputDefense):
     """M_txt: releases the nearest vocabulary token to each noisy token embedding."""
 
-    releases = (ReleaseKind.TEXT,)
     release_kind = ReleaseKind.TEXT
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
