@@ -17,13 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.mechanisms import nearest_rows, regular_token_ids
-
-
-def _regular_ids(public: PublicKnowledge, texts) -> list[np.ndarray]:
-    """Regular WordPiece ids of texts, as a client would tokenize them."""
-    regular = regular_token_ids(public.encoder.tokenizer.get_vocab())
-    return [ids[np.isin(ids, regular)] for ids in public.encoder.token_ids(list(texts))]
+from bench.mechanisms import client_token_ids, nearest_rows, regular_token_ids
 
 
 @register_attack()
@@ -37,7 +31,7 @@ class Inversion(Attack):
         """Guessed token ids for every released sentence."""
         if release.kind is ReleaseKind.TEXT:
             items = list(release.data)
-            return _regular_ids(public, items) if items and isinstance(items[0], str) else items
+            return client_token_ids(public.encoder, items) if items and isinstance(items[0], str) else items
         table = public.encoder.input_embeddings().detach().float().cpu().numpy()
         regular = regular_token_ids(public.encoder.tokenizer.get_vocab())
         lengths = [len(x) for x in release.data]
@@ -52,7 +46,7 @@ class Inversion(Attack):
 
     def score(self, guesses: list[np.ndarray], truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Fraction of the true tokens guessed at their position."""
-        true_ids = _regular_ids(public, truth.texts)
+        true_ids = client_token_ids(public.encoder, truth.texts)
         hits = sum(int(np.sum(g[: len(t)] == t[: len(g)])) for g, t in zip(guesses, true_ids))
         total = sum(len(t) for t in true_ids)
         return {"token_accuracy": hits / total if total else 0.0}

@@ -34,7 +34,7 @@ class InputDefense(Defense):
 
     def run(self, cell: Cell) -> DefenseOutput:
         """Client privatizes both splits; server trains and predicts on what it receives."""
-        from bench.mechanisms import regular_token_ids
+        from bench.mechanisms import client_token_ids
         from bench.seeding import numpy_generator
         from bench.training import finetune, predict, targets_for, train_head
 
@@ -45,10 +45,8 @@ class InputDefense(Defense):
                 f"{type(self).registry_name} perturbs WordPiece tokens and needs a real encoder "
                 f"(minilm or a hub id), not '{encoder.name}'."
             )
-        regular = regular_token_ids(encoder.tokenizer.get_vocab())
-        keep = lambda ids: ids[np.isin(ids, regular)]  # noqa: E731  (specials are never inputs)
-        train_ids = [keep(x) for x in encoder.token_ids(cell.data.train.texts)]
-        eval_ids = [keep(x) for x in encoder.token_ids(cell.data.eval.texts)]
+        train_ids = client_token_ids(encoder, cell.data.train.texts)
+        eval_ids = client_token_ids(encoder, cell.data.eval.texts)
         train_release = self.privatize(train_ids, encoder, numpy_generator(seed, "client-train"))
         eval_release = self.privatize(eval_ids, encoder, numpy_generator(seed, "client-eval"))
 

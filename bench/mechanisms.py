@@ -31,6 +31,12 @@ def regular_token_ids(vocab: dict[str, int]) -> np.ndarray:
     return np.array(sorted(i for token, i in vocab.items() if not SPECIAL_TOKEN.match(token)), dtype=np.int64)
 
 
+def client_token_ids(encoder, texts) -> list[np.ndarray]:
+    """What a client perturbs: each text's regular WordPiece ids (special tokens are never inputs)."""
+    regular = regular_token_ids(encoder.tokenizer.get_vocab())
+    return [ids[np.isin(ids, regular)] for ids in encoder.token_ids(list(texts))]
+
+
 def nearest_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Index of the row of ``table`` nearest (exact Euclidean) to each query, ``(len(queries),)``."""
     import faiss
