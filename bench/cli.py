@@ -202,8 +202,8 @@ def _summary_table(board) -> Table:
             table.add_row(task, name, attack or "-", str(int(config["n"].max())), *cells)
         random = group[group["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
         if not random.empty:
-            cells = [f"{random.get('random/' + m.split('/', 1)[1], float('nan')):.3f}"
-                     if m.startswith("privacy/") else "" for m in metrics]
+            keys = ["random/" + m.split("/", 1)[1] for m in metrics]
+            cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
             table.add_row(task, "random guess", attack, "", *cells, style="dim")
     return table
 
