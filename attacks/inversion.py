@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.mechanisms import client_token_ids, nearest_rows, regular_token_ids
+from bench.mechanisms import client_token_ids, embedding_table, nearest_tokens, regular_token_ids
 
 
 @register_attack()
@@ -32,12 +32,8 @@ class Inversion(Attack):
         if release.kind is ReleaseKind.TEXT:
             items = list(release.data)
             return client_token_ids(public.encoder, items) if items and isinstance(items[0], str) else items
-        table = public.encoder.input_embeddings().detach().float().cpu().numpy()
         regular = regular_token_ids(public.encoder.tokenizer.get_vocab())
-        lengths = [len(x) for x in release.data]
-        flat = np.concatenate(release.data) if lengths and sum(lengths) else np.zeros((0, table.shape[1]))
-        guessed = regular[nearest_rows(table[regular], flat)] if len(flat) else np.zeros(0, dtype=np.int64)
-        return np.split(guessed, np.cumsum(lengths)[:-1]) if lengths else []
+        return nearest_tokens(list(release.data), embedding_table(public.encoder), regular)
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> list[np.ndarray]:
         """A uniformly drawn regular token at every released position."""

@@ -61,11 +61,22 @@ def dchi_token_vectors(
     return _split(noisy, [len(x) for x in ids])
 
 
+def nearest_tokens(vectors: list[np.ndarray], table: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
+    """Per sentence, the ``candidates`` id whose embedding is nearest (exactly) to each vector."""
+    lengths = [len(x) for x in vectors]
+    if not sum(lengths):
+        return [np.zeros(0, dtype=np.int64) for _ in lengths]
+    chosen = candidates[nearest_rows(table[candidates], np.concatenate(vectors))]
+    return _split(chosen, lengths)
+
+
 def dchi_token_text(
     ids: list[np.ndarray], table: np.ndarray, candidates: np.ndarray, eta: float, rng: np.random.Generator
 ) -> list[np.ndarray]:
     """M_txt: the token nearest (exactly) to each noisy embedding, among ``candidates`` ids."""
-    vectors = dchi_token_vectors(ids, table, eta, rng)
-    flat = np.concatenate(vectors) if vectors else np.zeros((0, table.shape[1]), dtype=np.float32)
-    chosen = candidates[nearest_rows(table[candidates], flat)] if len(flat) else np.zeros(0, dtype=np.int64)
-    return _split(chosen, [len(x) for x in ids])
+    return nearest_tokens(dchi_token_vectors(ids, table, eta, rng), table, candidates)
+
+
+def embedding_table(encoder) -> np.ndarray:
+    """The encoder's public input embedding table as float32 NumPy ``(vocab, dim)``."""
+    return encoder.input_embeddings().detach().float().cpu().numpy()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench import InputDefense, ReleaseKind, RepresentationDefense, register_defense, require
-from bench.mechanisms import dchi_noise, dchi_token_text, dchi_token_vectors, regular_token_ids
+from bench.mechanisms import dchi_noise, dchi_token_text, dchi_token_vectors, embedding_table, regular_token_ids
 
 
 class EtaParameter:
@@ -55,11 +55,6 @@ class DchiSequence(EtaParameter, RepresentationDefense):
         return reps + torch.from_numpy(noise)
 
 
-def _table(encoder) -> np.ndarray:
-    """The public input embedding table as float32 NumPy."""
-    return encoder.input_embeddings().detach().float().cpu().numpy()
-
-
 @register_defense("dchi-token")
 @dataclass
 class DchiToken(EtaParameter, InputDefense):
@@ -71,7 +66,7 @@ class DchiToken(EtaParameter, InputDefense):
 
     def privatize(self, ids, encoder, rng):
         """phi(w) + N for every token w (Qu et al. §3.2, token representation privatization)."""
-        return dchi_token_vectors(ids, _table(encoder), self.eta, rng)
+        return dchi_token_vectors(ids, embedding_table(encoder), self.eta, rng)
 
 
 @register_defense("dchi-text")
@@ -86,4 +81,4 @@ class DchiText(EtaParameter, InputDefense):
     def privatize(self, ids, encoder, rng):
         """argmin_v ||phi(v) - (phi(w) + N)|| over regular tokens v (Feyisetan et al. Alg. 1)."""
         regular = regular_token_ids(encoder.tokenizer.get_vocab())
-        return dchi_token_text(ids, _table(encoder), regular, self.eta, rng)
+        return dchi_token_text(ids, embedding_table(encoder), regular, self.eta, rng)
