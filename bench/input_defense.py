@@ -28,6 +28,16 @@ class InputDefense(Defense):
         super().__init_subclass__(**kwargs)
         cls.releases = (cls.release_kind,)  # one release kind, declared once
 
+    def fit(self, ids: list[np.ndarray], encoder) -> None:
+        """Learn client-side statistics from all of the client's token ids (default: none).
+
+        SanText+ counts token frequencies here to pick its sensitive set; nothing is released.
+        """
+
+    def public_mechanism(self) -> dict:
+        """The mechanism as an adversary knows it (name and parameters), for Bayesian attacks; default none."""
+        return {}
+
     def privatize(self, ids: list[np.ndarray], encoder, rng: np.random.Generator) -> list[np.ndarray]:
         """The client's release for each sentence, from its regular WordPiece ids."""
         raise NotImplementedError
@@ -47,6 +57,7 @@ class InputDefense(Defense):
             )
         train_ids = client_token_ids(encoder, cell.data.train.texts)
         eval_ids = client_token_ids(encoder, cell.data.eval.texts)
+        self.fit(train_ids + eval_ids, encoder)
         train_release = self.privatize(train_ids, encoder, numpy_generator(seed, "client-train"))
         eval_release = self.privatize(eval_ids, encoder, numpy_generator(seed, "client-eval"))
 
@@ -62,7 +73,8 @@ class InputDefense(Defense):
             self.release_kind,
             eval_release,
             owners=np.arange(len(eval_release)),
-            public={"defense": type(self).registry_name, "format": "wordpiece", **component_args(self)},
+            public={"defense": type(self).registry_name, "format": "wordpiece", **component_args(self),
+                    "mechanism": self.public_mechanism()},
         )
         notes = {"released_tokens": int(sum(len(x) for x in eval_release)), **self.describe(encoder.dim)}
         return DefenseOutput(cell.task.score(predictions, cell.data.eval.labels), {self.release_kind: release},

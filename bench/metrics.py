@@ -34,6 +34,9 @@ METRICS: dict[str, MetricInfo] = {
     "label": MetricInfo(True, "fraction of returned sentences with the true sentence's label"),
     "sbert": MetricInfo(True, "SBERT cosine of the returned and the true sentence"),
     "token_accuracy": MetricInfo(True, "fraction of the evaluation tokens recovered at their position"),
+    "bayes_token_accuracy": MetricInfo(
+        True, "fraction of the evaluation tokens recovered by the Bayesian (maximum a posteriori) guess"
+    ),
 }
 
 

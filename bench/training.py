@@ -87,7 +87,9 @@ def targets_for(labels: np.ndarray, num_labels: int) -> np.ndarray:
     return np.eye(num_labels, dtype=np.float32)[labels.astype(int)]
 
 
-def _train_loop(n_examples, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu"):
+def _train_loop(
+    n_examples, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu"
+):
     """Seeded batches, the client's own generator, cosine schedule; ``batch(idx, client) -> (x, y)``."""
     import torch
 

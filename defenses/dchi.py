@@ -24,8 +24,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench import InputDefense, ReleaseKind, RepresentationDefense, register_defense, require
-from bench.mechanisms import dchi_noise, dchi_token_text, dchi_token_vectors, embedding_table, regular_token_ids
+from bench import (
+    InputDefense,
+    ReleaseKind,
+    RepresentationDefense,
+    register_defense,
+    require,
+)
+from bench.mechanisms import (
+    dchi_noise,
+    dchi_token_text,
+    dchi_token_vectors,
+    embedding_table,
+    regular_token_ids,
+)
 
 
 class EtaParameter:
@@ -82,3 +94,7 @@ class DchiText(EtaParameter, InputDefense):
         """argmin_v ||phi(v) - (phi(w) + N)|| over regular tokens v (Feyisetan et al. Alg. 1)."""
         regular = regular_token_ids(encoder.tokenizer.get_vocab())
         return dchi_token_text(ids, embedding_table(encoder), regular, self.eta, rng)
+
+    def public_mechanism(self):
+        """Nearest regular token to the d_chi-perturbed embedding, with its eta."""
+        return {"name": "dchi-text", "eta": self.eta}

@@ -15,3 +15,21 @@ def pytest_collection_modifyitems(items):
 def real_data():
     if not (data_dir() / "glue" / "SST-2" / "train.tsv").is_file():
         pytest.skip("BENCH_DATA_DIR has no glue/SST-2 (point it at ../shared/data)")
+
+
+def defense_release(defense: str, defense_args: dict, seed: int, n_train: int = 40, n_eval: int = 20) -> list:
+    """The evaluation release of one SST-2 cell, as nested lists (for equality checks)."""
+    from bench import DEFENSES
+    from bench.components import Cell
+    from bench.params import build_component
+    from bench.registry import TASKS
+    from bench.runner import make_spec
+    from bench.training import TrainingConfig
+
+    spec = make_spec(task="sst2", defense=defense, defense_args=defense_args, n_train=n_train, n_eval=n_eval,
+                     training_args="epochs=1", seed=seed)
+    task = build_component(TASKS.get("sst2"), {})
+    cell = Cell(spec, task, task.load(spec.n_train, spec.n_eval, seed), TrainingConfig(**spec.training))
+    output = build_component(DEFENSES.get(defense), spec.defense_args).run(cell)
+    (release,) = output.releases.values()
+    return [x.tolist() for x in release.data]

@@ -11,6 +11,8 @@ import pytest
 
 from bench.runner import make_spec, run_cell
 
+from .conftest import defense_release
+
 SLICE = {"task": "sst2", "n_train": 1000, "n_eval": 300, "training_args": "epochs=30"}
 ETAS = (10.0, 60.0, 1000.0)
 
@@ -36,26 +38,11 @@ def test_dchi_text_utility_rises_with_eta_from_chance():
     assert runs[0]["privacy/inversion/token_accuracy"] < 0.1
 
 
-def release_of(defense, seed):
-    from bench import DEFENSES
-    from bench.components import Cell
-    from bench.params import build_component
-    from bench.registry import TASKS
-    from bench.training import TrainingConfig
-
-    spec = make_spec(task="sst2", defense=defense, defense_args={"eta": 60.0}, n_train=40, n_eval=20,
-                     training_args="epochs=1", seed=seed)
-    task = build_component(TASKS.get("sst2"), {})
-    cell_ = Cell(spec, task, task.load(spec.n_train, spec.n_eval, seed), TrainingConfig(**spec.training))
-    output = build_component(DEFENSES.get(defense), spec.defense_args).run(cell_)
-    (release,) = output.releases.values()
-    return [x.tolist() for x in release.data]
-
-
 @pytest.mark.parametrize("defense", ["dchi-text", "dchi-token"])
 def test_same_spec_same_release_other_seed_other_release(defense):
-    assert release_of(defense, 0) == release_of(defense, 0)
-    assert release_of(defense, 0) != release_of(defense, 1)
+    first = defense_release(defense, {"eta": 60.0}, seed=0)
+    assert first == defense_release(defense, {"eta": 60.0}, seed=0)
+    assert first != defense_release(defense, {"eta": 60.0}, seed=1)
 
 
 def test_finetune_keeps_the_client_side_embedding_table_frozen(monkeypatch):

@@ -36,7 +36,8 @@ def test_nearest_rows_equals_brute_force():
 
 
 def test_regular_tokens_exclude_special_and_unused():
-    vocab = {"[PAD]": 0, "[unused0]": 1, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103, "the": 1996, "##s": 2015}
+    vocab = {"[PAD]": 0, "[unused0]": 1, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103,
+             "the": 1996, "##s": 2015}
     assert regular_token_ids(vocab).tolist() == [1996, 2015]
 
 

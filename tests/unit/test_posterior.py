@@ -1,0 +1,65 @@
+"""Bayesian inversion: channels are distributions, and the MAP guess follows prior and channel."""
+
+import numpy as np
+import pytest
+
+from bench import BenchError
+from bench.mechanisms import santext_tokens
+from bench.posterior import (
+    bayes_guesses,
+    exponential_log_channel,
+    keep_or_scatter_log_channel,
+)
+
+
+def table(rows=12, dim=4, seed=0):
+    return np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
+def test_exponential_channel_rows_are_distributions(p):
+    vocabulary = np.arange(12)
+    sensitive = np.array([2, 5, 7, 11])
+    log_channel = exponential_log_channel(vocabulary, vocabulary, table(), sensitive, eps=2.0, p=p)
+    assert np.allclose(np.exp(log_channel).sum(axis=1), 1.0)
+    non_sensitive = np.setdiff1d(vocabulary, sensitive)
+    kept = np.exp(log_channel[non_sensitive, non_sensitive])
+    assert np.allclose(kept, 1 - p)  # a non-sensitive token can only stay itself or enter V_S
+
+
+def test_exponential_channel_matches_the_sampler():
+    embeddings, sensitive = table(), np.array([1, 3, 4, 8])
+    draws = santext_tokens([np.full(30000, 0)], embeddings, sensitive, eps=1.5, p=0.4, rng=np.random.default_rng(0))[0]
+    observed = np.array([(draws == y).mean() for y in range(12)])
+    expected = np.exp(exponential_log_channel(np.array([0]), np.arange(12), embeddings, sensitive, 1.5, 0.4))[0]
+    assert np.abs(observed - expected).max() < 0.01
+
+
+def test_keep_or_scatter_channel_is_a_distribution():
+    outputs = np.arange(6)
+    scatter = np.full(6, 1 / 6)
+    log_channel = keep_or_scatter_log_channel(np.array([0, 3]), outputs, np.array([0.5, 0.9]), scatter)
+    assert np.allclose(np.exp(log_channel).sum(axis=1), 1.0)
+    assert np.isclose(np.exp(log_channel[1, 3]), 0.9 + 0.1 / 6)
+
+
+def test_uninformative_channel_guesses_the_most_frequent_token():
+    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
+    regular = np.arange(1, 12)
+    mechanism = {"name": "exponential", "eps": 1e-6, "p": 1.0, "w": 1.0}  # output independent of input
+    guesses = bayes_guesses([np.array([2, 3, 9])], mechanism, table(), regular, counts, np.random.default_rng(0))
+    assert guesses[0].tolist() == [1, 1, 1]
+
+
+def test_faithful_channel_guesses_the_released_token():
+    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
+    regular = np.arange(1, 12)
+    mechanism = {"name": "exponential", "eps": 1e4, "p": 1.0, "w": 1.0}  # every token stays itself
+    released = [np.array([2, 3]), np.array([9])]
+    guesses = bayes_guesses(released, mechanism, table(), regular, counts, np.random.default_rng(0))
+    assert [g.tolist() for g in guesses] == [[2, 3], [9]]
+
+
+def test_unknown_mechanism_is_refused():
+    with pytest.raises(BenchError, match="no Bayesian channel"):
+        bayes_guesses([np.array([1])], {"name": "ndd"}, table(), np.arange(12), np.ones(12), np.random.default_rng(0))

@@ -1,0 +1,96 @@
+"""The exponential mechanism of SanText / SanText+ on small tables whose distribution is known."""
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+
+from bench import BenchError
+from bench.mechanisms import (
+    exponential_sample,
+    least_frequent,
+    santext_tokens,
+    token_counts,
+)
+from bench.runner import make_spec
+
+
+def table(rows=6, dim=3, seed=0):
+    return np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+
+
+def exact_row(embeddings, source, candidates, eps):
+    distance = np.linalg.norm(embeddings[candidates] - embeddings[source], axis=1)
+    return softmax(-eps * distance / 2)
+
+
+@pytest.mark.parametrize("eps", [0.5, 3.0])
+def test_samples_follow_the_exponential_mechanism(eps):
+    embeddings, candidates = table(), np.array([0, 2, 3, 4, 5])
+    draws = 40000
+    tokens = np.array([1] * draws + [3] * draws)  # two distinct inputs, sampled in one call
+    out = exponential_sample(tokens, embeddings, candidates, eps, np.random.default_rng(0), chunk=1)
+    assert set(np.unique(out)) <= set(candidates)
+    for source, part in ((1, out[:draws]), (3, out[draws:])):
+        observed = np.array([(part == c).mean() for c in candidates])
+        expected = exact_row(embeddings, source, candidates, eps)
+        assert np.abs(observed - expected).max() < 0.01, (observed, expected)
+
+
+def test_sampling_is_seeded_and_independent_of_chunking():
+    embeddings, candidates = table(rows=30, dim=4), np.arange(30)
+    tokens = np.random.default_rng(1).integers(0, 30, size=500)
+    first = exponential_sample(tokens, embeddings, candidates, 2.0, np.random.default_rng(5), chunk=7)
+    assert np.array_equal(first, exponential_sample(tokens, embeddings, candidates, 2.0, np.random.default_rng(5)))
+    assert not np.array_equal(first, exponential_sample(tokens, embeddings, candidates, 2.0,
+                                                        np.random.default_rng(6)))
+
+
+def test_large_eps_keeps_tokens_small_eps_scatters_them():
+    embeddings, candidates = table(rows=50, dim=8), np.arange(50)
+    tokens = np.repeat(np.arange(50), 20)
+
+    def kept(eps):
+        return (exponential_sample(tokens, embeddings, candidates, eps, np.random.default_rng(0)) == tokens).mean()
+
+    assert kept(1000.0) == 1.0
+    assert kept(0.01) < 0.1
+
+
+def test_sensitive_set_is_the_least_frequent_fraction():
+    counts = token_counts([np.array([1, 1, 1, 2, 2, 3])], vocab_size=5)
+    candidates = np.array([1, 2, 3, 4])
+    assert least_frequent(counts, candidates, 0.5).tolist() == [3, 4]  # counts 1 and 0
+    assert least_frequent(counts, candidates, 1.0).tolist() == [1, 2, 3, 4]
+    assert least_frequent(counts, candidates, 0.01).tolist() == [4]  # at least one token
+
+
+def test_santext_plus_keeps_non_sensitive_tokens_with_p_zero_and_maps_sensitive_ones_into_the_set():
+    embeddings = table(rows=20, dim=4)
+    sensitive = np.array([10, 11, 12])
+    ids = [np.array([0, 1, 10, 2]), np.array([11, 3])]
+    out = santext_tokens(ids, embeddings, sensitive, eps=1.0, p=0.0, rng=np.random.default_rng(0))
+    assert out[0][[0, 1, 3]].tolist() == [0, 1, 2] and out[1][1] == 3
+    assert out[0][2] in sensitive and out[1][0] in sensitive
+    everything = santext_tokens(ids, embeddings, sensitive, eps=1.0, p=1.0, rng=np.random.default_rng(0))
+    assert all(np.isin(x, sensitive).all() for x in everything)
+
+
+@pytest.mark.parametrize(
+    "defense, args, message",
+    [
+        ("santext", {"eps": 0}, "eps must be > 0"),
+        ("santext-plus", {"eps": -1}, "eps must be > 0"),
+        ("santext-plus", {"p": 1.5}, r"p must be in \[0, 1\]"),
+        ("santext-plus", {"p": -0.1}, r"p must be in \[0, 1\]"),
+        ("santext-plus", {"w": 0}, r"w must be in \(0, 1\]"),
+        ("santext-plus", {"w": 1.2}, r"w must be in \(0, 1\]"),
+    ],
+)
+def test_bad_values_are_refused(tiny_data, defense, args, message):
+    with pytest.raises(BenchError, match=message):
+        make_spec(defense=defense, defense_args=args, encoder="mock")
+
+
+def test_santext_has_no_p_or_w(tiny_data):
+    with pytest.raises(BenchError):
+        make_spec(defense="santext", defense_args={"p": 0.3}, encoder="mock")
