@@ -10,27 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import hub_and_gpu
+
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "texthide.json"
 TOLERANCE = 0.05
-
-
-def hub_and_gpu() -> bool:
-    import os
-
-    import torch
-
-    if os.environ.get("HF_HUB_OFFLINE") == "1" or not torch.cuda.is_available():
-        return False
-    try:
-        from huggingface_hub import model_info
-
-        model_info("bert-base-cased")
-        return True
-    except Exception:
-        return False
-
-
-pytestmark = [pytest.mark.reproduce]
 
 
 @pytest.mark.parametrize("task", ["sst2", "cola"])
@@ -40,7 +23,7 @@ def test_table3(task, scheme):
     published = reference["values"][task][scheme]
     if published is None:
         pytest.skip("results/reference/texthide.json has no transcribed values yet")
-    if not hub_and_gpu():
+    if not hub_and_gpu("bert-base-cased"):
         pytest.skip("needs the Hugging Face hub and a CUDA GPU")
     from bench.runner import make_spec, run_cell
 
