@@ -57,6 +57,11 @@ class Cell:
 
         if self.spec.encoder == "mock":
             return MockEncoder()
+        if self.spec.encoder == "bilstm":
+            from bench.bilstm import BiLSTMEncoder
+
+            return BiLSTMEncoder(self.spec.device, self.spec.pooling, self.spec.max_length, cache=False,
+                                 seed=self.spec.seed)
         return Encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length, cache=False)
 
 

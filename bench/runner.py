@@ -67,7 +67,7 @@ def make_spec(
     overrides = parse_arg_string(training_args) if isinstance(training_args, str) else dict(training_args or {})
     if "mode" in overrides:
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
-    training = component_args(build_component(TrainingConfig, {**training_defaults(mode), **overrides}))
+    training = component_args(build_component(TrainingConfig, {**training_defaults(mode, encoder), **overrides}))
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
     if n_train < 2 or n_eval < 2:

@@ -26,6 +26,8 @@ MODE_DEFAULTS = {
     # finetune: the TextHide reference settings for SST-2 (bert-base-cased, 20 epochs, lr 1e-5).
     "finetune": {"epochs": 20, "lr": 1e-5, "batch_size": 32},
 }
+# An untrained BiLSTM needs a transformer's-pretraining-free learning rate (offline choice, not the paper's).
+ENCODER_DEFAULTS = {"bilstm": {"finetune": {"epochs": 10, "lr": 1e-3, "batch_size": 32}}}
 
 
 @dataclass
@@ -50,10 +52,12 @@ class TrainingConfig:
         require(self.activation in ACTIVATIONS, f"activation must be relu or tanh, got '{self.activation}'.")
 
 
-def training_defaults(mode: str) -> dict:
-    """The mode-dependent defaults, applied before user overrides."""
+def training_defaults(mode: str, encoder: str = "") -> dict:
+    """The mode- (and encoder-) dependent defaults, applied before user overrides."""
     require(mode in MODE_DEFAULTS, f"mode must be frozen or finetune, got '{mode}'.")
-    return {"mode": mode, **MODE_DEFAULTS[mode]}
+    require(not (encoder == "bilstm" and mode == "frozen"),
+            "the bilstm encoder has no pretrained weights: run it with --mode finetune.")
+    return {"mode": mode, **MODE_DEFAULTS[mode], **ENCODER_DEFAULTS.get(encoder, {}).get(mode, {})}
 
 
 ACTIVATIONS = ("relu", "tanh")
