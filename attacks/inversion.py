@@ -2,8 +2,9 @@
 
 Paper: Chen Qu et al. "Natural Language Understanding with Privacy-Preserving BERT." CIKM 2021, §5.4,
 after Congzheng Song and Ananth Raghunathan. "Information Leakage in Embedding Models." CCS 2020.
-Threat model: the adversary holds the public input embedding table, the public mechanism with its
-parameters, the task corpus (for token frequencies) and the release. For released token vectors it
+Threat model: the adversary holds the public token space (the encoder's input embedding table, or
+the word-vector file a release names), the public mechanism with its parameters, the task corpus
+(for token frequencies) and the release. For released token vectors it
 guesses the regular vocabulary token nearest to each vector (exact search); for a released token
 sequence it guesses the released token itself, so ``token_accuracy`` is the fraction of tokens the
 mechanism left unchanged. For token sequences it also makes the Bayesian guess
@@ -15,20 +16,23 @@ public mechanism), reported as ``bayes_token_accuracy``. Metric: fraction of the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.mechanisms import (
-    client_token_ids,
-    embedding_table,
-    nearest_tokens,
-    regular_token_ids,
-    token_counts,
-)
+from bench.mechanisms import nearest_tokens, token_counts
 from bench.params import require
 from bench.seeding import numpy_generator
+from bench.token_space import space_for
+
+
+@dataclass
+class TokenGuesses:
+    """Guessed token ids per sentence for each metric, and the token space they are in."""
+
+    by_metric: dict[str, list[np.ndarray]]
+    space: Any
 
 
 @register_attack()
@@ -47,39 +51,52 @@ class Inversion(Attack):
         require(self.trials >= 1, f"inversion trials must be >= 1, got {self.trials}.")
         require(self.support >= 1, f"inversion support must be >= 1, got {self.support}.")
 
-    def attack(self, release: Release, public: PublicKnowledge) -> dict[str, list[np.ndarray]]:
+    def attack(self, release: Release, public: PublicKnowledge) -> TokenGuesses:
         """Guessed token ids for every released sentence, by metric name."""
-        regular = regular_token_ids(public.encoder.tokenizer.get_vocab())
-        table = embedding_table(public.encoder)
+        space = space_for(release.public, public.encoder)
         if release.kind is not ReleaseKind.TEXT:
-            return {"token_accuracy": nearest_tokens(list(release.data), table, regular)}
-        items = list(release.data)
-        released = client_token_ids(public.encoder, items) if items and isinstance(items[0], str) else items
+            return TokenGuesses({"token_accuracy": nearest_tokens(list(release.data), space.table, space.candidates)},
+                                space)
+        released = _released_ids(release, space)
         guesses = {"token_accuracy": released}
         if self._bayes_applies(release):
             from bench.posterior import bayes_guesses
 
-            counts = token_counts(client_token_ids(public.encoder, public.corpus), len(table))
+            corpus_ids = space.client_ids(public.corpus)
+            counts = token_counts([x[x >= 0] for x in corpus_ids], len(space.table))
             guesses["bayes_token_accuracy"] = bayes_guesses(
-                released, release.public["mechanism"], table, regular, counts, numpy_generator(0, "inversion-channel"),
-                trials=self.trials, support=self.support,
+                released, release.public["mechanism"], space.table, self._vocabulary(space, counts), counts,
+                numpy_generator(0, "inversion-channel"), trials=self.trials, support=self.support,
             )
-        return guesses
+        return TokenGuesses(guesses, space)
 
-    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator):
-        """A uniformly drawn regular token at every released position (one draw serves every metric)."""
-        regular = regular_token_ids(public.encoder.tokenizer.get_vocab())
-        drawn = [rng.choice(regular, size=len(x)) for x in release.data]
-        return {"token_accuracy": drawn, **({"bayes_token_accuracy": drawn} if self._bayes_applies(release) else {})}
+    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> TokenGuesses:
+        """A uniformly drawn vocabulary token at every released position (one draw serves every metric)."""
+        space = space_for(release.public, public.encoder)
+        shapes = _released_ids(release, space) if release.kind is ReleaseKind.TEXT else release.data
+        drawn = [rng.choice(space.candidates, size=len(x)) for x in shapes]
+        names = ["token_accuracy"] + (["bayes_token_accuracy"] if self._bayes_applies(release) else [])
+        return TokenGuesses({name: drawn for name in names}, space)
+
+    def score(self, guesses: TokenGuesses, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
+        """Fraction of the true tokens guessed at their position, for each kind of guess."""
+        true_ids = guesses.space.client_ids(truth.texts)  # a word the space lacks (-1) is never recovered
+        total = sum(len(t) for t in true_ids)
+        return {name: _hits(found, true_ids) / total if total else 0.0 for name, found in guesses.by_metric.items()}
 
     def _bayes_applies(self, release: Release) -> bool:
         return self.bayes and release.kind is ReleaseKind.TEXT and bool(release.public.get("mechanism"))
 
-    def score(self, guesses: dict[str, list[np.ndarray]], truth: Truth, public: PublicKnowledge) -> dict[str, float]:
-        """Fraction of the true tokens guessed at their position, for each kind of guess."""
-        true_ids = client_token_ids(public.encoder, truth.texts)
-        total = sum(len(t) for t in true_ids)
-        return {name: _hits(found, true_ids) / total if total else 0.0 for name, found in guesses.items()}
+    @staticmethod
+    def _vocabulary(space, counts: np.ndarray) -> np.ndarray:
+        """The mechanism's vocabulary as the adversary rebuilds it (word spaces: the corpus' words)."""
+        return space.candidates if space.format == "wordpiece" else np.flatnonzero(counts)
+
+
+def _released_ids(release: Release, space) -> list[np.ndarray]:
+    """The released token ids (a text release of strings is split in the release's token space)."""
+    items = list(release.data)
+    return space.client_ids(items) if items and isinstance(items[0], str) else items
 
 
 def _hits(guesses: list[np.ndarray], true_ids: list[np.ndarray]) -> int:

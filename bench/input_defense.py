@@ -1,9 +1,10 @@
 """Base for defenses that privatize the encoder's inputs token by token (d_chi, SanText, ...).
 
-The client tokenizes with the public WordPiece vocabulary, keeps regular tokens only, and releases
-either token ids (``text``) or token vectors (``token_embeddings``). The server feeds the release to
-the encoder, adding [CLS]/[SEP] and position embeddings itself, and trains its head; in
-``finetune`` mode the encoder trains with its input embedding layer frozen.
+The client splits its text in a public token space (bench.token_space: the encoder's regular
+WordPiece tokens by default, or the words of a GloVe-format file given as ``vectors``) and releases
+either tokens (``text``: WordPiece ids, or words as text) or token vectors (``token_embeddings``).
+The server feeds the release to the encoder, adding [CLS]/[SEP] and position embeddings itself, and
+trains its head; in ``finetune`` mode the encoder trains with its input embedding layer frozen.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ class InputDefense(Defense):
         super().__init_subclass__(**kwargs)
         cls.releases = (cls.release_kind,)  # one release kind, declared once
 
-    def fit(self, ids: list[np.ndarray], encoder) -> None:
+    def token_space(self, encoder):
+        """The space the mechanism works in: a ``vectors`` file if the defense has one set, else WordPiece."""
+        from bench.token_space import token_space
+
+        return token_space(encoder, getattr(self, "vectors", ""))
+
+    def fit(self, ids: list[np.ndarray], space) -> None:
         """Learn client-side statistics from all of the client's token ids (default: none).
 
         SanText+ counts token frequencies here to pick its sensitive set; nothing is released.
@@ -38,13 +45,12 @@ class InputDefense(Defense):
         """The mechanism as an adversary knows it (name and parameters), for Bayesian attacks; default none."""
         return {}
 
-    def privatize(self, ids: list[np.ndarray], encoder, rng: np.random.Generator) -> list[np.ndarray]:
-        """The client's release for each sentence, from its regular WordPiece ids."""
+    def privatize(self, ids: list[np.ndarray], space, rng: np.random.Generator) -> list[np.ndarray]:
+        """The client's privatized ids (or vectors) for each sentence, in ``space`` (``table``, ``candidates``)."""
         raise NotImplementedError
 
     def run(self, cell: Cell) -> DefenseOutput:
         """Client privatizes both splits; server trains and predicts on what it receives."""
-        from bench.mechanisms import client_token_ids
         from bench.seeding import numpy_generator
         from bench.training import finetune, predict, targets_for, train_head
 
@@ -52,14 +58,15 @@ class InputDefense(Defense):
         encoder = cell.encoder if config.mode == "frozen" else cell.fresh_encoder()
         if getattr(encoder, "tokenizer", None) is None:
             raise BenchError(
-                f"{type(self).registry_name} perturbs WordPiece tokens and needs a real encoder "
+                f"{type(self).registry_name} perturbs tokens and needs a real encoder "
                 f"(minilm or a hub id), not '{encoder.name}'."
             )
-        train_ids = client_token_ids(encoder, cell.data.train.texts)
-        eval_ids = client_token_ids(encoder, cell.data.eval.texts)
-        self.fit(train_ids + eval_ids, encoder)
-        train_release = self.privatize(train_ids, encoder, numpy_generator(seed, "client-train"))
-        eval_release = self.privatize(eval_ids, encoder, numpy_generator(seed, "client-eval"))
+        space = self.token_space(encoder)
+        train_ids = space.client_ids(cell.data.train.texts, numpy_generator(seed, "client-train-oov"))
+        eval_ids = space.client_ids(cell.data.eval.texts, numpy_generator(seed, "client-eval-oov"))
+        self.fit(train_ids + eval_ids, space)
+        train_release = space.render(self.privatize(train_ids, space, numpy_generator(seed, "client-train")))
+        eval_release = space.render(self.privatize(eval_ids, space, numpy_generator(seed, "client-eval")))
 
         y_train = targets_for(cell.data.train.labels, cell.task.num_labels)
         unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the release is already private)
@@ -73,9 +80,10 @@ class InputDefense(Defense):
             self.release_kind,
             eval_release,
             owners=np.arange(len(eval_release)),
-            public={"defense": type(self).registry_name, "format": "wordpiece", **component_args(self),
+            public={"defense": type(self).registry_name, **component_args(self), **space.public(),
                     "mechanism": self.public_mechanism()},
         )
-        notes = {"released_tokens": int(sum(len(x) for x in eval_release)), **self.describe(encoder.dim)}
+        notes = {"released_tokens": int(sum(len(x) for x in eval_ids)), "token_space": space.format,
+                 **self.describe(encoder.dim)}
         return DefenseOutput(cell.task.score(predictions, cell.data.eval.labels), {self.release_kind: release},
                              notes, encoder)

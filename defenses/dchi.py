@@ -13,7 +13,8 @@ mean radius n/eta (bench.mechanisms.dchi_noise). Three mechanisms, one parameter
 - ``dchi-token`` (M_rep): noise on each regular token's input embedding (``token_embeddings``); the
   server adds [CLS]/[SEP] and position embeddings itself and keeps the embedding layer frozen;
 - ``dchi-text`` (M_txt): each noisy vector mapped to its nearest regular vocabulary token by exact
-  search, and the token sequence released (``text``, as WordPiece ids).
+  search, and the token sequence released (``text``, as WordPiece ids); with ``vectors=<GloVe file>``
+  it works in that file's words, as Feyisetan et al. do, and releases text.
 Deviation in the offline default: the vocabulary table is all-MiniLM-L6-v2's (384 dimensions, the
 bert-base-uncased WordPiece vocabulary) instead of bert-base-uncased's 768-dimensional one.
 """
@@ -35,8 +36,6 @@ from bench.mechanisms import (
     dchi_noise,
     dchi_token_text,
     dchi_token_vectors,
-    embedding_table,
-    regular_token_ids,
 )
 
 
@@ -76,9 +75,9 @@ class DchiToken(EtaParameter, InputDefense):
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
 
-    def privatize(self, ids, encoder, rng):
+    def privatize(self, ids, space, rng):
         """phi(w) + N for every token w (Qu et al. §3.2, token representation privatization)."""
-        return dchi_token_vectors(ids, embedding_table(encoder), self.eta, rng)
+        return dchi_token_vectors(ids, space.table, self.eta, rng)
 
 
 @register_defense("dchi-text")
@@ -89,11 +88,11 @@ class DchiText(EtaParameter, InputDefense):
     release_kind = ReleaseKind.TEXT
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
+    vectors: str = ""  # GloVe-format word-vector file to work in words; empty = the encoder's WordPiece table
 
-    def privatize(self, ids, encoder, rng):
-        """argmin_v ||phi(v) - (phi(w) + N)|| over regular tokens v (Feyisetan et al. Alg. 1)."""
-        regular = regular_token_ids(encoder.tokenizer.get_vocab())
-        return dchi_token_text(ids, embedding_table(encoder), regular, self.eta, rng)
+    def privatize(self, ids, space, rng):
+        """argmin_v ||phi(v) - (phi(w) + N)|| over the space's tokens v (Feyisetan et al. Alg. 1)."""
+        return dchi_token_text(ids, space.table, space.candidates, self.eta, rng)
 
     def public_mechanism(self):
         """Nearest regular token to the d_chi-perturbed embedding, with its eta."""

@@ -14,7 +14,8 @@ non-sensitive one with probability p, in both cases by a token of V_S drawn with
 exponential mechanism restricted to V_S. SanText is SanText+ with w = 1.
 
 Vocabulary: the encoder's regular WordPiece tokens and input embedding table, as the authors'
-BERT-embedding setting (their GloVe setting uses word-level vectors; not supported here yet).
+BERT-embedding setting; ``vectors=<GloVe text file>`` gives their default word-level setting, with
+V the client's words found in the file (words the file lacks become uniformly drawn words first).
 Defaults: eps = 14, the authors' BERT-embedding example; p = 0.3 and w = 0.9, their SanText+
 example. Deviation in the offline default: all-MiniLM-L6-v2's 384-dimensional table instead of
 bert-base-uncased's, whose distances differ, so equal eps values are not equally private across
@@ -30,9 +31,7 @@ import numpy as np
 
 from bench import InputDefense, ReleaseKind, register_defense, require
 from bench.mechanisms import (
-    embedding_table,
     least_frequent,
-    regular_token_ids,
     santext_tokens,
     token_counts,
 )
@@ -49,16 +48,20 @@ class ExponentialSanitizer(InputDefense):
         require(self.eps > 0, f"{self.registry_name} eps must be > 0, got {self.eps}.")
         self.sensitive: np.ndarray | None = None
 
-    def fit(self, ids, encoder):
-        """V_S: the least frequent fraction w of the vocabulary by the client's own token counts."""
-        regular = regular_token_ids(encoder.tokenizer.get_vocab())
-        counts = token_counts(ids, len(encoder.tokenizer))
-        self.sensitive = least_frequent(counts, regular, self.sensitive_fraction)
+    def fit(self, ids, space):
+        """V_S: the least frequent fraction w of the vocabulary V by the client's own token counts.
 
-    def privatize(self, ids, encoder, rng):
+        V is the whole regular WordPiece vocabulary, or, with a word-vector file, the client's own
+        words that the file has (as the reference code builds it in each setting).
+        """
+        counts = token_counts(ids, len(space.table))
+        vocabulary = space.candidates if space.format == "wordpiece" else np.flatnonzero(counts)
+        self.sensitive = least_frequent(counts, vocabulary, self.sensitive_fraction)
+
+    def privatize(self, ids, space, rng):
         """Replace sensitive tokens always, others with probability p, by exponential-mechanism draws from V_S."""
         require(self.sensitive is not None, f"{self.registry_name}: call fit before privatize.")
-        return santext_tokens(ids, embedding_table(encoder), self.sensitive, self.eps, self.replace_rate, rng)
+        return santext_tokens(ids, space.table, self.sensitive, self.eps, self.replace_rate, rng)
 
     def public_mechanism(self):
         """The exponential mechanism with its eps, p and w (V_S itself depends on private counts)."""
@@ -75,6 +78,7 @@ class SanText(ExponentialSanitizer):
     """SanText: every token sanitized over the whole vocabulary."""
 
     eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
+    vectors: str = ""  # GloVe-format word-vector file to work in words; empty = the encoder's WordPiece table
 
     sensitive_fraction = 1.0
     replace_rate = 1.0  # no token is non-sensitive, so the rate never applies
@@ -88,6 +92,7 @@ class SanTextPlus(ExponentialSanitizer):
     eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
     p: float = 0.3  # probability that a non-sensitive token is sanitized
     w: float = 0.9  # fraction of the client's vocabulary, least frequent first, treated as sensitive
+    vectors: str = ""  # GloVe-format word-vector file to work in words; empty = the encoder's WordPiece table
 
     def __post_init__(self) -> None:
         require(0 <= self.p <= 1, f"santext-plus p must be in [0, 1], got {self.p}.")
