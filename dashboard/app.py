@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.store import ResultStore
+from dashboard.sweeps import sweep_chart, sweeps
 
 CONFIG_KEYS = ["task", "encoder", "defense", "defense_args", "attack", "mode", "n_train", "n_eval", "config_hash"]
 
@@ -65,6 +66,24 @@ def scatter(board: pd.DataFrame, attack: str, utility: str, privacy: str) -> alt
     return chart.properties(height=380)
 
 
+def render_sweeps(shown: pd.DataFrame, task: str) -> None:
+    """One chart per privacy-parameter sweep: utility and attack success against the parameter."""
+    found = sweeps(shown)
+    if found.empty:
+        return
+    st.subheader(f"Privacy parameter sweeps on {task}")
+    for (defense, attack, parameter, fixed), rows in found.groupby(["defense", "attack", "parameter", "fixed"]):
+        known = sorted(m for m in rows["metric"].unique()
+                       if m.startswith("utility/") or m.startswith(f"privacy/{attack}/"))
+        key = f"sweep-{defense}-{attack}-{parameter}-{fixed}"
+        chosen = st.multiselect(f"{defense} ({fixed or 'no other parameters'}) against {attack or 'no attack'}: "
+                                f"metrics against {parameter}", known + sorted(
+                                    m for m in rows["metric"].unique() if m.startswith(f"random/{attack}/")),
+                                default=known[:4], key=key)
+        if chosen:
+            st.altair_chart(sweep_chart(rows, chosen), width="stretch")
+
+
 def main() -> None:
     """The page: filters, the leaderboard table and one privacy-utility scatter per attack."""
     st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
@@ -114,6 +133,7 @@ def main() -> None:
         chart = scatter(shown[shown["attack"] == attack], attack, utility, privacy)
         if chart is not None:
             st.altair_chart(chart, width="stretch")
+    render_sweeps(shown, task)
 
 
 main()

@@ -74,3 +74,40 @@ def test_committed_leaderboard_renders(run_app):
     app = run_app(REPO_RESULTS)
     assert not app.exception
     assert len(app.dataframe[0].value) >= 4
+
+
+def board_with_a_sweep(root: Path) -> None:
+    store = ResultStore(root)
+    for seed in range(2):
+        for eta, recovered in ((10, 0.01), (60, 0.3), (250, 0.99)):
+            spec = {**make_record().spec, "defense": "dchi-text", "defense_args": {"eta": float(eta)},
+                    "attack": "inversion"}
+            store.append(make_record(seed, defense="dchi-text", config_hash=f"eta{eta}", spec=spec,
+                                     metrics={"utility/accuracy": 0.5 + eta / 1000,
+                                              "privacy/inversion/token_accuracy": recovered,
+                                              "random/inversion/token_accuracy": 0.0}))
+    summarize(store)
+
+
+def test_sweeps_find_the_one_varying_parameter(tmp_path):
+    import pandas as pd
+
+    from dashboard.sweeps import sweeps
+
+    board_with_a_sweep(tmp_path)
+    board_with_two_defenses(tmp_path)  # texthide has one setting: not a sweep
+    found = sweeps(pd.read_csv(tmp_path / "leaderboard.csv", keep_default_na=False, na_values=[""]))
+    assert set(found["defense"]) == {"dchi-text"} and set(found["parameter"]) == {"eta"}
+    assert sorted(found["value"].unique()) == [10.0, 60.0, 250.0]
+
+
+def test_sweep_chart_plots_utility_and_inversion_against_eta(tmp_path, run_app):
+    board_with_a_sweep(tmp_path)
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert any("sweeps" in header.value for header in app.subheader)
+    charts = app.get("vega_lite_chart")
+    spec = charts[-1].proto.spec
+    assert '"log"' in spec and "eta" in spec
+    data = "".join(d.data.data.decode("latin-1") for d in charts[-1].proto.datasets)
+    assert "utility/accuracy" in data and "privacy/inversion/token_accuracy" in data
