@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
+from bench.data import flatten_segments
 from bench.mechanisms import nearest_tokens, token_counts
 from bench.params import require
 from bench.seeding import numpy_generator
@@ -55,14 +56,14 @@ class Inversion(Attack):
         """Guessed token ids for every released sentence, by metric name."""
         space = space_for(release.public, public.encoder)
         if release.kind is not ReleaseKind.TEXT:
-            return TokenGuesses({"token_accuracy": nearest_tokens(list(release.data), space.table, space.candidates)},
-                                space)
+            vectors, _ = flatten_segments(list(release.data))
+            return TokenGuesses({"token_accuracy": nearest_tokens(vectors, space.table, space.candidates)}, space)
         released = _released_ids(release, space)
         guesses = {"token_accuracy": released}
         if self._bayes_applies(release):
             from bench.posterior import bayes_guesses
 
-            corpus_ids = space.client_ids(public.corpus)
+            corpus_ids = space.client_ids(flatten_segments(public.corpus)[0])
             counts = token_counts([x[x >= 0] for x in corpus_ids], len(space.table))
             guesses["bayes_token_accuracy"] = bayes_guesses(
                 released, release.public["mechanism"], space.table, self._vocabulary(space, counts), counts,
@@ -73,14 +74,15 @@ class Inversion(Attack):
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> TokenGuesses:
         """A uniformly drawn vocabulary token at every released position (one draw serves every metric)."""
         space = space_for(release.public, public.encoder)
-        shapes = _released_ids(release, space) if release.kind is ReleaseKind.TEXT else release.data
+        shapes = _released_ids(release, space) if release.kind is ReleaseKind.TEXT else \
+            flatten_segments(list(release.data))[0]
         drawn = [rng.choice(space.candidates, size=len(x)) for x in shapes]
         names = ["token_accuracy"] + (["bayes_token_accuracy"] if self._bayes_applies(release) else [])
         return TokenGuesses({name: drawn for name in names}, space)
 
     def score(self, guesses: TokenGuesses, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Fraction of the true tokens guessed at their position, for each kind of guess."""
-        true_ids = guesses.space.client_ids(truth.texts)  # a word the space lacks (-1) is never recovered
+        true_ids = guesses.space.client_ids(flatten_segments(truth.texts)[0])  # a missing word (-1) never matches
         total = sum(len(t) for t in true_ids)
         return {name: _hits(found, true_ids) / total if total else 0.0 for name, found in guesses.by_metric.items()}
 
@@ -94,8 +96,8 @@ class Inversion(Attack):
 
 
 def _released_ids(release: Release, space) -> list[np.ndarray]:
-    """The released token ids (a text release of strings is split in the release's token space)."""
-    items = list(release.data)
+    """The released token ids per segment (a pair's two sentences in turn; strings split in the space)."""
+    items, _ = flatten_segments(list(release.data))
     return space.client_ids(items) if items and isinstance(items[0], str) else items
 
 

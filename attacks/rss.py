@@ -10,7 +10,8 @@ sentence of highest cosine similarity (exact search with faiss).
 Metrics of the returned sentence x* against the true x: Identity (x* = x), JCdist (word Jaccard
 |x ∩ x*| / |x ∪ x*|, as the paper defines it), TF-IDFsim (TF-IDF cosine, fitted on the corpus),
 Label (same label) and SBERTsim (cosine of SBERT embeddings; the packaged all-MiniLM-L6-v2 is the
-SBERT model). The random reference returns a uniformly drawn corpus sentence.
+SBERT model). The random reference returns a uniformly drawn corpus sentence. For sentence-pair
+tasks a corpus item is the pair; the word metrics read its two sentences joined.
 Deviation: the paper indexes the whole dataset; the offline default indexes the run's slices.
 """
 
@@ -22,6 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
+from bench.data import as_text
 from bench.metrics import cosine_rows, jaccard_words, tfidf_cosine
 from bench.neighbours import cosine_search
 
@@ -50,13 +52,14 @@ class RSS(Attack):
         from bench.encoders import load_encoder
 
         guessed = [public.corpus[i] for i in guesses]
+        guessed_text, true_text = [as_text(x) for x in guessed], [as_text(x) for x in truth.texts]
         corpus_sbert = load_encoder(self.sbert).encode(public.corpus)  # mean pooling, as SBERT
         position = {text: i for i, text in enumerate(public.corpus)}
         true_rows = np.array([position[t] for t in truth.texts])
         return {
             "identity": float(np.mean([g == t for g, t in zip(guessed, truth.texts)])),
-            "jcdist": float(np.mean(jaccard_words(guessed, truth.texts))),
-            "tfidf": float(np.mean(tfidf_cosine(guessed, truth.texts, public.corpus))),
+            "jcdist": float(np.mean(jaccard_words(guessed_text, true_text))),
+            "tfidf": float(np.mean(tfidf_cosine(guessed_text, true_text, [as_text(x) for x in public.corpus]))),
             "label": float(np.mean(truth.corpus_labels[guesses] == truth.labels)),
             "sbert": float(np.mean(cosine_rows(corpus_sbert[guesses], corpus_sbert[true_rows]))),
         }

@@ -20,16 +20,20 @@ def cache_root() -> Path:
 def texts_key(settings: dict[str, Any], texts: Iterable[str | np.ndarray]) -> str:
     """SHA-256 of the encoder settings and the exact inputs, in order.
 
-    Inputs are texts, or arrays (token ids, token vectors) hashed with their dtype and shape.
+    Inputs are texts, or arrays (token ids, token vectors) hashed with their dtype and shape, or
+    pairs of either (the key of a single item is unchanged by pair support).
     """
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8"))
     for item in texts:
-        if isinstance(item, str):
-            digest.update(item.encode("utf-8"))
-        else:
-            array = np.ascontiguousarray(item)
-            digest.update(f"{array.dtype}{array.shape}".encode())
-            digest.update(array.tobytes())
+        for number, part in enumerate(item if isinstance(item, tuple) else (item,)):
+            if number:
+                digest.update(b"\x1f")  # between the two segments of a pair
+            if isinstance(part, str):
+                digest.update(part.encode("utf-8"))
+            else:
+                array = np.ascontiguousarray(part)
+                digest.update(f"{array.dtype}{array.shape}".encode())
+                digest.update(array.tobytes())
         digest.update(b"\x1e")
     return digest.hexdigest()
 

@@ -15,7 +15,9 @@ from rich.table import Table
 
 from bench.errors import BenchError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Privacy-utility benchmark for text-privacy defenses.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Privacy-utility benchmark for text-privacy defenses."
+)
 out = Console()
 err = Console(stderr=True)
 
@@ -168,10 +170,10 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
 @user_errors
 def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
     """Aggregate records over seeds (mean, std, n) into results/leaderboard.csv."""
+    import pandas as pd
+
     from bench.leaderboard import summarize as write_leaderboard
     from bench.store import ResultStore
-
-    import pandas as pd
 
     path, rows, problems = write_leaderboard(ResultStore(results_dir))
     for problem in problems:
@@ -221,6 +223,31 @@ def dashboard(
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
                "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
     raise typer.Exit(subprocess.call(command, env=env))
+
+
+@app.command()
+@user_errors
+def perf(
+    sentences: int = typer.Option(2000, help="SST-2 training sentences in the fixed batch."),
+    repeats: int = typer.Option(3, help="Timed calls per mechanism; the median is reported."),
+    defense: Optional[List[str]] = typer.Option(
+        None, "--defense", help="Mechanism to time (repeatable; default: every registered mechanism)."),
+    defense_args: str = typer.Option("", "--defense-args", help="Parameters of the one --defense, e.g. eta=60."),
+    encoder: str = typer.Option("minilm", help="minilm (offline) or a Hugging Face hub id."),
+    seed: int = typer.Option(0, help="Seed of the batch sample and of the mechanisms' randomness."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
+    plugin: Optional[List[Path]] = PluginOption,
+) -> None:
+    """Time each mechanism (tokens/s) against the float32 matrix-product ceiling of exact search."""
+    from bench.perf import perf_table, run_perf, write_json
+
+    _load_plugins(plugin)
+    report = run_perf(sentences, repeats, defense, defense_args, encoder, seed,
+                      progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
+    (out if out.is_terminal else Console(width=160)).print(perf_table(report))
+    if json_path is not None:
+        write_json(report, json_path)
+        out.print(f"wrote {json_path}", highlight=False)
 
 
 def main() -> None:

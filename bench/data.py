@@ -7,7 +7,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -17,11 +17,31 @@ def data_dir() -> Path:
     return Path(os.environ.get("BENCH_DATA_DIR", Path.home() / ".cache" / "bench" / "data")).expanduser()
 
 
+Text = str | tuple[str, str]  # one sentence, or a sentence pair (GLUE's MRPC, STS-B, QQP, QNLI, RTE, MNLI)
+
+
+def flatten_segments(items: Sequence) -> tuple[list, Callable[[list], list]]:
+    """Pairs split into their segments (first, second, first, ...), and the function that regroups
+    per-segment results into pairs.
+
+    Single items pass through unchanged, so mechanisms written for one sentence serve pairs too.
+    """
+    if not items or not isinstance(items[0], tuple):
+        return list(items), lambda results: list(results)
+    flat = [segment for item in items for segment in item]
+    return flat, lambda results: [tuple(results[i : i + 2]) for i in range(0, len(results), 2)]
+
+
+def as_text(item: Text) -> str:
+    """A pair's two sentences joined by a space; a single sentence as it is (for word-level metrics)."""
+    return " ".join(item) if isinstance(item, tuple) else item
+
+
 @dataclass(frozen=True)
 class Examples:
-    """Texts with their labels (class ids, or floats for regression)."""
+    """Texts (single sentences or sentence pairs) with their labels (class ids, or floats for regression)."""
 
-    texts: tuple[str, ...]
+    texts: tuple[Text, ...]
     labels: np.ndarray
 
     def __len__(self) -> int:
@@ -42,16 +62,19 @@ class TaskData:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def data_hash(self) -> str:
-        """SHA-256 over the exact examples (texts and labels, both splits, in order)."""
+        """SHA-256 over the exact examples (texts and labels, both splits, in order).
+
+        A pair is hashed as a two-element JSON list, so single-sentence hashes are as before pairs existed.
+        """
         digest = hashlib.sha256()
         for split in (self.train, self.eval):
             payload = {"texts": list(split.texts), "labels": split.labels.tolist()}
             digest.update(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
         return digest.hexdigest()
 
-    def corpus(self) -> tuple[list[str], np.ndarray]:
-        """Distinct sentences of both splits (first occurrence kept) and their labels."""
-        seen: dict[str, int] = {}
+    def corpus(self) -> tuple[list[Text], np.ndarray]:
+        """Distinct texts (sentences or pairs) of both splits, first occurrence kept, and their labels."""
+        seen: dict[Text, int] = {}
         labels = []
         for split in (self.train, self.eval):
             for text, label in zip(split.texts, split.labels):

@@ -81,42 +81,64 @@ class Encoder:
             "max_length": self.max_length,
         }
 
-    def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """WordPiece ids of each text without special tokens, truncated to fit max_length."""
+    def token_ids(self, texts: Sequence) -> list:
+        """WordPiece ids of each text without special tokens, truncated to fit max_length.
+
+        A sentence pair gives a pair of id arrays that fit max_length together with [CLS] a [SEP] b [SEP]
+        (the longer sentence is cut first, as the tokenizer cuts pairs).
+        """
+        if texts and isinstance(texts[0], tuple):
+            firsts, seconds = [t[0] for t in texts], [t[1] for t in texts]
+            encoded = self.tokenizer(firsts, seconds, add_special_tokens=False, truncation="longest_first",
+                                     max_length=self.max_length - 3, return_token_type_ids=True)
+            return [_split_pair(ids, types) for ids, types in zip(encoded["input_ids"], encoded["token_type_ids"])]
         encoded = self.tokenizer(
             list(texts), add_special_tokens=False, truncation=True, max_length=self.max_length - 2
         )
         return [np.asarray(ids, dtype=np.int64) for ids in encoded["input_ids"]]
 
     def model_inputs(self, items: Sequence):
-        """Padded model inputs on the device for texts, token-id arrays or token-vector arrays.
+        """Padded model inputs on the device for texts, token-id arrays or token-vector arrays, or pairs.
 
-        Ids and vectors get [CLS] and [SEP] added here, as a server assembles a client's tokens.
+        Ids and vectors are assembled as a server assembles a client's tokens: [CLS] a [SEP], or
+        [CLS] a [SEP] b [SEP] with token types 0 then 1 for a pair.
         """
         import torch
 
-        if isinstance(items[0], str):
-            batch = self.tokenizer(
-                list(items), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
-            )
+        pair = isinstance(items[0], tuple)
+        first = items[0][0] if pair else items[0]
+        if isinstance(first, str):
+            texts = ([t[0] for t in items], [t[1] for t in items]) if pair else (list(items),)
+            batch = self.tokenizer(*texts, padding=True, truncation="longest_first", max_length=self.max_length,
+                                   return_tensors="pt")
             return {k: v.to(self.device) for k, v in batch.items()}
         tok = self.tokenizer
-        width = max(len(x) for x in items) + 2
+        rows = [_with_specials(item, tok.cls_token_id, tok.sep_token_id, self.max_length) for item in items]
+        width = max(len(types) for _, types in rows)
         mask = torch.zeros(len(items), width, dtype=torch.long)
-        for row, x in enumerate(items):
-            mask[row, : len(x) + 2] = 1
-        if np.asarray(items[0]).ndim == 1:  # token ids
+        token_types = torch.zeros(len(items), width, dtype=torch.long)
+        for row, (_, types) in enumerate(rows):
+            mask[row, : len(types)] = 1
+            token_types[row, : len(types)] = torch.as_tensor(types)
+        batch = {"attention_mask": mask.to(self.device), "token_type_ids": token_types.to(self.device)}
+        if np.asarray(first).ndim == 1:  # token ids
             ids = torch.full((len(items), width), tok.pad_token_id, dtype=torch.long)
-            for row, x in enumerate(items):
-                ids[row, : len(x) + 2] = torch.as_tensor([tok.cls_token_id, *x, tok.sep_token_id])
-            return {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+            for row, (pieces, types) in enumerate(rows):
+                ids[row, : len(types)] = torch.as_tensor(
+                    np.concatenate([np.atleast_1d(np.asarray(p, dtype=np.int64)) for p in pieces]))
+            return {"input_ids": ids.to(self.device), **batch}
+        # token vectors; the special tokens' vectors come from the public table. Token-type embeddings
+        # are added by the model from token_type_ids, as for ids.
         table = self.input_embeddings().detach()
         vectors = table[tok.pad_token_id].repeat(len(items), width, 1)
-        for row, x in enumerate(items):  # token vectors
-            vectors[row, 0] = table[tok.cls_token_id]
-            vectors[row, 1 : len(x) + 1] = torch.as_tensor(x, dtype=vectors.dtype)
-            vectors[row, len(x) + 1] = table[tok.sep_token_id]
-        return {"inputs_embeds": vectors.to(self.device), "attention_mask": mask.to(self.device)}
+        for row, (pieces, _) in enumerate(rows):
+            position = 0
+            for piece in pieces:
+                block = table[piece] if isinstance(piece, int) else torch.as_tensor(piece, dtype=vectors.dtype)
+                block = block.reshape(-1, vectors.shape[-1])
+                vectors[row, position : position + len(block)] = block
+                position += len(block)
+        return {"inputs_embeds": vectors.to(self.device), **batch}
 
     def pooled(self, items: Sequence):
         """Sentence representations as a tensor, with gradients when the model is training."""
@@ -134,7 +156,7 @@ class Encoder:
     def encode(self, texts: Sequence, batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
         """Frozen sentence representations, float32 ``(len(texts), dim)``, cached on disk.
 
-        ``texts`` are strings, or per-sentence arrays of token ids or of token vectors.
+        ``texts`` are strings, or per-sentence arrays of token ids or of token vectors, or pairs of either.
         """
         import torch
 
@@ -142,7 +164,7 @@ class Encoder:
         key = texts_key(self.settings(), texts)
         if use_cache and (cached := self._cache.get(self.name, key)) is not None:
             return cached
-        order = np.argsort([len(t) for t in texts], kind="stable")  # less padding per batch
+        order = np.argsort([_length(t) for t in texts], kind="stable")  # less padding per batch
         features = np.empty((len(texts), self.dim), dtype=np.float32)
         was_training = self.model.training
         self.model.eval()
@@ -181,17 +203,56 @@ class MockEncoder:
         rng = np.random.default_rng(zlib.crc32(word.encode("utf-8")))
         return rng.standard_normal(self.dim).astype(np.float32)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
-        """Mean of the word vectors of each text (zeros for a text without words)."""
+    def encode(self, texts: Sequence, batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
+        """Mean of the word vectors of each text, a pair's two sentences together (zeros without words)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
-            words = re.findall(r"\w+", text.lower())
+            words = re.findall(r"\w+", " ".join(text).lower() if isinstance(text, tuple) else text.lower())
             if words:
                 out[i] = np.mean([self._word(w) for w in words], axis=0)
         return out
 
     def pooled(self, texts: Sequence[str]):
         raise BenchError("the mock encoder has no weights to fine-tune; use --mode frozen.")
+
+
+def _length(item) -> int:
+    """Characters, tokens or vectors in an item (both segments of a pair)."""
+    return sum(len(part) for part in item) if isinstance(item, tuple) else len(item)
+
+
+def _split_pair(ids: list[int], types: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A pair's joint id list split back into its two segments by token type."""
+    ids_array, types_array = np.asarray(ids, dtype=np.int64), np.asarray(types)
+    return ids_array[types_array == 0], ids_array[types_array == 1]
+
+
+def _with_specials(item, cls_id: int, sep_id: int, max_length: int) -> tuple[list, list[int]]:
+    """Pieces of one assembled sequence (special token ids and the client's segments) and the token
+    type of every position (so its length is the sequence length).
+
+    ``item`` is one segment (ids or vectors) or a pair of segments; a pair longer than ``max_length``
+    is cut as the tokenizer cuts text pairs (longest segment first).
+    """
+    segments = fit_pair(*item, max_length - 3) if isinstance(item, tuple) else (item,)
+    pieces: list = [cls_id]
+    types = [0]
+    for number, segment in enumerate(segments):
+        pieces += [segment, sep_id]
+        types += [number] * (len(segment) + 1)
+    return pieces, types
+
+
+def fit_pair(first, second, budget: int) -> tuple:
+    """The two segments cut at their ends to ``budget`` positions together, the longer one first."""
+    if len(first) + len(second) <= budget:
+        return first, second
+    short, long = sorted((len(first), len(second)))
+    keep_short = min(short, budget // 2)
+    keep_long = budget - keep_short
+    if len(first) <= len(second):
+        return first[:keep_short], second[:keep_long]
+    return first[:keep_long], second[:keep_short]
 
 
 def _locate(name: str) -> tuple[str, str | None]:

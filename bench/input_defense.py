@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench.components import Cell, Defense, DefenseOutput
+from bench.data import flatten_segments
 from bench.errors import BenchError
 from bench.params import component_args
 from bench.releases import Release, ReleaseKind
@@ -62,11 +63,15 @@ class InputDefense(Defense):
                 f"(minilm or a hub id), not '{encoder.name}'."
             )
         space = self.token_space(encoder)
-        train_ids = space.client_ids(cell.data.train.texts, numpy_generator(seed, "client-train-oov"))
-        eval_ids = space.client_ids(cell.data.eval.texts, numpy_generator(seed, "client-eval-oov"))
+        train_segments, regroup_train = flatten_segments(cell.data.train.texts)  # a pair's sentences separately
+        eval_segments, regroup_eval = flatten_segments(cell.data.eval.texts)
+        train_ids = space.client_ids(train_segments, numpy_generator(seed, "client-train-oov"))
+        eval_ids = space.client_ids(eval_segments, numpy_generator(seed, "client-eval-oov"))
         self.fit(train_ids + eval_ids, space)
-        train_release = space.render(self.privatize(train_ids, space, numpy_generator(seed, "client-train")))
-        eval_release = space.render(self.privatize(eval_ids, space, numpy_generator(seed, "client-eval")))
+        train_release = regroup_train(
+            space.render(self.privatize(train_ids, space, numpy_generator(seed, "client-train"))))
+        eval_release = regroup_eval(
+            space.render(self.privatize(eval_ids, space, numpy_generator(seed, "client-eval"))))
 
         y_train = targets_for(cell.data.train.labels, cell.task.num_labels)
         unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the release is already private)

@@ -1,87 +1,232 @@
-"""GLUE single-sentence classification: SST-2 (accuracy) and CoLA (Matthews correlation).
+"""GLUE: SST-2, CoLA, MRPC, STS-B, QQP, QNLI, RTE and MNLI, each scored with its GLUE metrics.
 
-Offline the splits come from ``$BENCH_DATA_DIR/glue/<TASK>/`` (the layout of shared/data: GLUE TSV
-files); online from the hub with ``datasets.load_dataset("nyu-mll/glue", config)``. The evaluation
-split is GLUE's dev set (test labels are not public); both splits are sampled with the run's seed.
+Offline the splits come from ``$BENCH_DATA_DIR/glue/<TASK>/`` (the layout of shared/data); online
+from the hub with ``datasets.load_dataset("nyu-mll/glue", config)``. The evaluation split is GLUE's
+dev set (test labels are not public; MNLI's is the matched dev set). Where the offline copy is a
+single labelled file (the QQP subset, QNLI's dev set, NLTK's pooled PASCAL RTE1-3 sets), it is split
+once into training and evaluation parts (80/20) with a seed that does not depend on the run's, so no
+seed's training data overlaps any seed's evaluation data and all seeds share one evaluation pool;
+the record's ``eval_split`` note says so. Both splits are then sampled with the run's seed.
+Sentence-pair tasks give each example as a ``(first, second)`` pair of strings.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 
 from bench import BenchError, Examples, Task, TaskData, register_task
 from bench.data import data_dir, sample_indices
-from bench.metrics import accuracy, mcc
+from bench.metrics import accuracy, f1, mcc, pearson, spearman
 from bench.seeding import numpy_generator
 
 HUB_DATASET = "nyu-mll/glue"
+EVAL_FRACTION = 0.2  # of a single labelled file, held out for evaluation
+SCORERS = {"accuracy": accuracy, "mcc": mcc, "f1": f1, "pearson": pearson, "spearman": spearman}
+NLI_LABELS = {"entailment": 0, "not_entailment": 1}  # GLUE's ids for QNLI and RTE
+MNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+
+Column = int | tuple[str, ...]  # a position (file without header) or the header names it may have
+Split = tuple[Examples, Examples, str]  # training part, evaluation part, how evaluation was chosen
 
 
-TEXT_HEADERS = ("sentence", "content")
+# -- reading local files ------------------------------------------------------------------------
 
 
-def read_tsv(path: Path, label_col: int, text_col: int, header: bool) -> Examples:
-    """Labels and sentences from a GLUE TSV file (no quoting: sentences contain quote marks).
+@dataclass(frozen=True)
+class Table:
+    """Where a tab-separated file keeps its label and its one or two text columns."""
 
-    With a header, columns are found by name (``label``; ``sentence`` or ``content``), so both the
-    shared/data layout and GLUE's own column order read; without one, the given positions are used.
-    """
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    body, first_line = rows, 1
-    if header and rows:
-        names = [name.strip().lower() for name in rows[0]]
-        text_names = [n for n in TEXT_HEADERS if n in names]
-        if "label" not in names or not text_names:
-            raise BenchError(f"{path} has header {rows[0]}; expected a label and a sentence column.")
-        label_col, text_col = names.index("label"), names.index(text_names[0])
-        body, first_line = rows[1:], 2
-    texts, labels = [], []
-    for number, row in enumerate(body, start=first_line):
-        if len(row) <= max(label_col, text_col):
-            continue  # blank or truncated line
-        try:
-            labels.append(int(row[label_col]))
-        except ValueError:
-            raise BenchError(f"{path}:{number} has label '{row[label_col]}', not an integer class.") from None
-        texts.append(row[text_col])
-    return Examples(tuple(texts), np.array(labels))
+    label: Column
+    texts: tuple[Column, ...]
+    header: bool = False
+    convert: Callable[[str], int | float] = int  # label string -> label
+
+    def read(self, path: Path) -> Examples:
+        """The file's examples; short rows (blank, truncated, malformed) are skipped, extra columns ignored.
+
+        No CSV quoting: GLUE texts contain quote marks. A leading BOM is dropped.
+        """
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        label, texts, first_line = self.label, self.texts, 1
+        if self.header and rows:
+            label, texts = _position(path, rows[0], label), tuple(_position(path, rows[0], c) for c in texts)
+            rows, first_line = rows[1:], 2
+        items, labels = [], []
+        for number, row in enumerate(rows, start=first_line):
+            if len(row) <= max(label, *texts):
+                continue
+            try:
+                labels.append(self.convert(row[label].strip()))
+            except (ValueError, KeyError):
+                raise BenchError(f"{path}:{number} has label '{row[label]}', which this task cannot read.") from None
+            parts = tuple(row[c] for c in texts)
+            items.append(parts[0] if len(parts) == 1 else parts)
+        return Examples(tuple(items), np.array(labels))
 
 
-class GlueSingleSentence(Task):
-    """A GLUE task with one sentence per example, read locally or from the hub."""
+def _position(path: Path, header: list[str], column: Column) -> int:
+    """Position of the first of ``column``'s names in a header (names compared lower-cased)."""
+    names = [name.strip().lower() for name in header]
+    found = [names.index(name) for name in column if name in names]
+    if not found:
+        raise BenchError(f"{path} has header {header}; expected a column named {' or '.join(column)}.")
+    return found[0]
 
-    hub_config: ClassVar[str]
+
+def fixed_split(examples: Examples, task: str) -> tuple[Examples, Examples]:
+    """Training and evaluation parts of one labelled file, the same for every run seed."""
+    order = numpy_generator(0, "fixed-split", task).permutation(len(examples))
+    cut = int(round(EVAL_FRACTION * len(examples)))
+    return examples.subset(order[cut:]), examples.subset(order[:cut])
+
+
+class LocalSource(Protocol):
+    """A way a task's data may be laid out in its folder under ``$BENCH_DATA_DIR/glue``."""
+
+    files: tuple[str, ...]
+
+    def read(self, folder: Path, task: str) -> Split | None:
+        """The splits, or None when the files are not there."""
+
+
+@dataclass(frozen=True)
+class DevFiles:
+    """A training file and GLUE's dev file, which is the evaluation split."""
+
+    train: str
+    dev: str
+    table: Table
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files that must exist."""
+        return self.train, self.dev
+
+    def read(self, folder: Path, task: str) -> Split | None:
+        """Both files as they are, or None when one is missing."""
+        if not all((folder / name).is_file() for name in self.files):
+            return None
+        return self.table.read(folder / self.train), self.table.read(folder / self.dev), "GLUE dev"
+
+
+@dataclass(frozen=True)
+class SplitFile:
+    """One labelled file, split once with a fixed seed into training and evaluation parts."""
+
+    file: str
+    table: Table
+    what: str  # how the evaluation note names the file
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The file that must exist."""
+        return (self.file,)
+
+    def read(self, folder: Path, task: str) -> Split | None:
+        """The fixed split of the file, or None when it is missing."""
+        if not (folder / self.file).is_file():
+            return None
+        train, evaluation = fixed_split(self.table.read(folder / self.file), task)
+        return train, evaluation, f"{self.what} split 80/20 with a fixed seed (not GLUE dev)"
+
+
+@dataclass(frozen=True)
+class RTEZip:
+    """NLTK's PASCAL RTE1-3 corpus (dev and test XML in a zip), pooled and split once with a fixed seed."""
+
+    file: str = "rte.zip"
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The file that must exist."""
+        return (self.file,)
+
+    def read(self, folder: Path, task: str) -> Split | None:
+        """Every pair of the six XML files, labelled as GLUE labels RTE, then split; None when missing."""
+        path = folder / self.file
+        if not path.is_file():
+            return None
+        from nltk.corpus.reader import RTECorpusReader
+        from nltk.data import ZipFilePathPointer
+
+        with _nltk_may_read(path.parent):
+            reader = RTECorpusReader(ZipFilePathPointer(str(path), "rte/"), r"rte\d_(dev|test)\.xml")
+            pairs = [p for p in reader.pairs(reader.fileids()) if p.text and p.hyp]
+        texts = tuple((" ".join(p.text.split()), " ".join(p.hyp.split())) for p in pairs)
+        labels = np.array([0 if p.value == 1 else 1 for p in pairs])  # YES/TRUE is GLUE's 0, "entailment"
+        train, evaluation = fixed_split(Examples(texts, labels), task)
+        return train, evaluation, "PASCAL RTE1-3 dev+test pooled, split 80/20 with a fixed seed (not GLUE dev)"
+
+
+@contextmanager
+def _nltk_may_read(folder: Path) -> Iterator[None]:
+    """Let nltk read files under ``folder`` while the block runs (nltk >= 3.9 reads only under its data path)."""
+    import nltk
+
+    entry = str(folder.resolve())
+    added = entry not in nltk.data.path
+    if added:
+        nltk.data.path.append(entry)
+    try:
+        yield
+    finally:
+        if added:
+            nltk.data.path.remove(entry)
+
+
+# -- the task base ------------------------------------------------------------------------------
+
+
+class GlueTask(Task):
+    """A GLUE task: local files when present (the first layout found), else the hub; seeded samples."""
+
+    metrics: ClassVar[tuple[str, ...]]  # GLUE's metrics for the task, the headline first
     folder: ClassVar[str]  # under $BENCH_DATA_DIR/glue/
-    train_file: ClassVar[str]
-    eval_file: ClassVar[str]
-    label_col: ClassVar[int]
-    text_col: ClassVar[int]
-    header: ClassVar[bool]
+    local: ClassVar[tuple[LocalSource, ...]]  # layouts tried in order
+    hub_config: ClassVar[str]
+    hub_columns: ClassVar[tuple[str, ...]]  # text columns of the hub dataset
+    hub_eval_split: ClassVar[str] = "validation"
     num_labels: ClassVar[int] = 2
     default_n_train: ClassVar[int] = 8000
     default_n_eval: ClassVar[int] = 1000
 
-    def _local(self) -> tuple[Examples, Examples, str] | None:
-        folder = data_dir() / "glue" / self.folder
-        train, dev = folder / self.train_file, folder / self.eval_file
-        if not (train.is_file() and dev.is_file()):
-            return None
-        read = lambda p: read_tsv(p, self.label_col, self.text_col, self.header)  # noqa: E731
-        return read(train), read(dev), f"local:{folder}"
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "metrics" in vars(cls):
+            cls.metric = cls.metrics[0]  # the headline, declared once
 
-    def _hub(self) -> tuple[Examples, Examples, str]:
-        where = data_dir() / "glue" / self.folder
+    def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """The task's GLUE metrics by name, the headline first."""
+        return {name: SCORERS[name](predictions, labels) for name in self.metrics}
+
+    def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
+        """Seeded samples of the training split and of the evaluation split."""
+        folder = data_dir() / "glue" / self.folder
+        found = next((split for source in self.local if (split := source.read(folder, self.registry_name))), None)
+        if found is not None:
+            (train, evaluation, eval_split), source = found, f"local:{folder}"
+        else:
+            (train, evaluation, eval_split), source = self._hub(), f"hub:{HUB_DATASET}/{self.hub_config}"
+        rng = numpy_generator(seed, "data", self.registry_name)
+        train = train.subset(sample_indices(len(train), n_train, rng))
+        evaluation = evaluation.subset(sample_indices(len(evaluation), n_eval, rng))
+        return TaskData(train, evaluation, source, {"eval_split": eval_split})
+
+    def _hub(self) -> Split:
+        """Training and evaluation splits from the Hugging Face hub; BenchError saying both ways when unreachable."""
+        layouts = ", or ".join(" and ".join(source.files) for source in self.local)
         how = (
-            f"{self.registry_name} data is missing: put {self.train_file} and {self.eval_file} under "
-            f"{where} (set BENCH_DATA_DIR to a folder laid out like shared/data), or run where the "
-            f"Hugging Face hub is reachable (datasets.load_dataset('{HUB_DATASET}', '{self.hub_config}'))."
+            f"{self.registry_name} data is missing: put {layouts} under {data_dir() / 'glue' / self.folder} "
+            f"(set BENCH_DATA_DIR to a folder laid out like shared/data), or run where the Hugging Face hub "
+            f"is reachable (datasets.load_dataset('{HUB_DATASET}', '{self.hub_config}'))."
         )
         if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
             raise BenchError(how)
@@ -91,51 +236,122 @@ class GlueSingleSentence(Task):
             splits = datasets.load_dataset(HUB_DATASET, self.hub_config)
         except Exception as exc:  # no network, no such dataset, ...
             raise BenchError(how) from exc
-        convert = lambda s: Examples(tuple(s["sentence"]), np.asarray(s["label"]))  # noqa: E731
-        return convert(splits["train"]), convert(splits["validation"]), f"hub:{HUB_DATASET}/{self.hub_config}"
+        return self._examples(splits["train"]), self._examples(splits[self.hub_eval_split]), "GLUE dev"
 
-    def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
-        """Seeded samples of the train split and of the dev split."""
-        train, dev, source = self._local() or self._hub()
-        rng = numpy_generator(seed, "data", self.registry_name)
-        train = train.subset(sample_indices(len(train), n_train, rng))
-        dev = dev.subset(sample_indices(len(dev), n_eval, rng))
-        return TaskData(train, dev, source, {"eval_split": "GLUE dev"})
+    def _examples(self, split) -> Examples:
+        """A hub split's texts (a sentence, or a pair of the two text columns) and labels."""
+        columns = [list(split[name]) for name in self.hub_columns]
+        texts = tuple(columns[0]) if len(columns) == 1 else tuple(zip(*columns))
+        return Examples(texts, np.asarray(split["label"]))
+
+
+# -- the tasks ----------------------------------------------------------------------------------
 
 
 @register_task("sst2")
 @dataclass
-class SST2(GlueSingleSentence):
-    """Stanford Sentiment Treebank, binary sentiment; metric accuracy."""
+class SST2(GlueTask):
+    """Stanford Sentiment Treebank, binary sentiment; accuracy."""
 
-    metric: ClassVar[str] = "accuracy"
-    hub_config: ClassVar[str] = "sst2"
-    folder: ClassVar[str] = "SST-2"
-    train_file: ClassVar[str] = "train.tsv"
-    eval_file: ClassVar[str] = "dev.tsv"
-    label_col: ClassVar[int] = 0
-    text_col: ClassVar[int] = 1
-    header: ClassVar[bool] = True
-
-    def score(self, predictions, labels):
-        """GLUE SST-2 metric: accuracy."""
-        return {"accuracy": accuracy(predictions, labels)}
+    metrics = ("accuracy",)
+    folder = "SST-2"
+    local = (DevFiles("train.tsv", "dev.tsv", Table(("label",), (("sentence", "content"),), header=True)),)
+    hub_config, hub_columns = "sst2", ("sentence",)
 
 
 @register_task("cola")
 @dataclass
-class CoLA(GlueSingleSentence):
-    """Corpus of Linguistic Acceptability, in-domain dev as evaluation; metric MCC."""
+class CoLA(GlueTask):
+    """Corpus of Linguistic Acceptability, in-domain dev as evaluation; Matthews correlation (and accuracy)."""
 
-    metric: ClassVar[str] = "mcc"
-    hub_config: ClassVar[str] = "cola"
-    folder: ClassVar[str] = "CoLA"
-    train_file: ClassVar[str] = "in_domain_train.tsv"
-    eval_file: ClassVar[str] = "in_domain_dev.tsv"
-    label_col: ClassVar[int] = 1
-    text_col: ClassVar[int] = 3
-    header: ClassVar[bool] = False
+    metrics = ("mcc", "accuracy")
+    folder = "CoLA"
+    local = (DevFiles("in_domain_train.tsv", "in_domain_dev.tsv", Table(1, (3,))),)
+    hub_config, hub_columns = "cola", ("sentence",)
 
-    def score(self, predictions, labels):
-        """GLUE CoLA metric: Matthews correlation (accuracy reported beside it)."""
-        return {"mcc": mcc(predictions, labels), "accuracy": accuracy(predictions, labels)}
+
+@register_task("mrpc")
+@dataclass
+class MRPC(GlueTask):
+    """Microsoft Research Paraphrase Corpus: is the pair a paraphrase; F1 of "paraphrase" (and accuracy)."""
+
+    metrics = ("f1", "accuracy")
+    folder = "MRPC"
+    local = (DevFiles("train.tsv", "dev.tsv", Table(("quality",), (("#1 string",), ("#2 string",)), header=True)),)
+    hub_config, hub_columns = "mrpc", ("sentence1", "sentence2")
+
+
+@register_task("stsb")
+@dataclass
+class STSB(GlueTask):
+    """Semantic Textual Similarity Benchmark: similarity 0-5, regression; Pearson (and Spearman)."""
+
+    metrics = ("pearson", "spearman")
+    num_labels = 1
+    folder = "STS-B"
+    local = (DevFiles("sts-train.csv", "sts-dev.csv", Table(4, (5, 6), convert=float)),)
+    hub_config, hub_columns = "stsb", ("sentence1", "sentence2")
+
+
+@register_task("qqp")
+@dataclass
+class QQP(GlueTask):
+    """Quora Question Pairs: are the questions duplicates; F1 of "duplicate" (and accuracy)."""
+
+    metrics = ("f1", "accuracy")
+    folder = "QQP"
+    local = (
+        DevFiles("train.tsv", "dev.tsv", Table(("is_duplicate",), (("question1",), ("question2",)), header=True)),
+        SplitFile("qqp_subset.tsv", Table(5, (3, 4)), "QQP subset (qqp_subset.tsv)"),
+    )
+    hub_config, hub_columns = "qqp", ("question1", "question2")
+
+
+QNLI_TABLE = Table(("label",), (("question",), ("sentence",)), header=True, convert=NLI_LABELS.__getitem__)
+
+
+@register_task("qnli")
+@dataclass
+class QNLI(GlueTask):
+    """Question NLI: does the sentence answer the question; accuracy."""
+
+    metrics = ("accuracy",)
+    folder = "QNLI"
+    local = (
+        DevFiles("train.tsv", "dev.tsv", QNLI_TABLE),
+        SplitFile("dev.tsv", QNLI_TABLE, "QNLI dev"),
+    )
+    hub_config, hub_columns = "qnli", ("question", "sentence")
+
+
+@register_task("rte")
+@dataclass
+class RTE(GlueTask):
+    """Recognizing Textual Entailment (0 = entailment, 1 = not, as GLUE); accuracy.
+
+    GLUE's RTE pools RTE1-3 and RTE5; the offline stand-in is NLTK's RTE1-3 dev and test sets.
+    """
+
+    metrics = ("accuracy",)
+    folder = "RTE"
+    local = (
+        DevFiles("train.tsv", "dev.tsv",
+                 Table(("label",), (("sentence1",), ("sentence2",)), header=True, convert=NLI_LABELS.__getitem__)),
+        RTEZip(),
+    )
+    hub_config, hub_columns = "rte", ("sentence1", "sentence2")
+
+
+@register_task("mnli")
+@dataclass
+class MNLI(GlueTask):
+    """Multi-Genre NLI, 3 classes (entailment, neutral, contradiction); accuracy on the matched dev set."""
+
+    metrics = ("accuracy",)
+    num_labels = 3
+    folder = "MNLI"
+    local = (
+        DevFiles("train.tsv", "dev_matched.tsv", Table(("gold_label",), (("sentence1",), ("sentence2",)),
+                                                       header=True, convert=MNLI_LABELS.__getitem__)),
+    )
+    hub_config, hub_columns, hub_eval_split = "mnli", ("premise", "hypothesis"), "validation_matched"

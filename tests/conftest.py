@@ -46,7 +46,52 @@ def write_tiny_glue(root: Path) -> Path:
     for name, n, seed in (("in_domain_train.tsv", 300, 2), ("in_domain_dev.tsv", 100, 3)):
         lines = [f"src\t{y}\t\t{t}" for y, t in synthetic_sentences(n, seed)]
         (cola / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_tiny_pairs(root)
     return root
+
+
+def synthetic_pairs(n: int, seed: int) -> list[tuple[int, str, str]]:
+    """Sentence pairs whose label says whether both carry the same sentiment."""
+    first, second = synthetic_sentences(n, seed), synthetic_sentences(n, seed + 100)
+    return [(int(a == b), s, t) for (a, s), (b, t) in zip(first, second)]
+
+
+def write_tiny_pairs(root: Path) -> None:
+    """MRPC, STS-B, QQP, QNLI and RTE files in their shared/data formats, with synthetic pairs."""
+    glue = root / "glue"
+    for folder in ("MRPC", "STS-B", "QQP", "QNLI", "RTE"):
+        (glue / folder).mkdir(parents=True)
+    for name, n, seed in (("train.tsv", 200, 10), ("dev.tsv", 60, 11)):  # BOM and a header, as MSR ships it
+        lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+        lines += [f"{y}\t{i}\t{i + 1}\t{a}\t{b}" for i, (y, a, b) in enumerate(synthetic_pairs(n, seed))]
+        (glue / "MRPC" / name).write_text("\ufeff" + "\n".join(lines) + "\n", encoding="utf-8")
+    for name, n, seed in (("sts-train.csv", 200, 12), ("sts-dev.csv", 60, 13)):
+        lines = [f"main\tsrc\t2012\t{i:04d}\t{5.0 * y:.3f}\t{a}\t{b}" + ("\tx\ty" if i % 7 == 0 else "")
+                 for i, (y, a, b) in enumerate(synthetic_pairs(n, seed))]
+        (glue / "STS-B" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = [f"{i}\t{2 * i}\t{2 * i + 1}\t{a}\t{b}\t{y}" for i, (y, a, b) in enumerate(synthetic_pairs(250, 14))]
+    lines.insert(3, "999\t1\t2\tis the film dull?\tis the plot tedious? 0")  # label glued on, as in the real subset
+    (glue / "QQP" / "qqp_subset.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = ["index\tquestion\tsentence\tlabel"] + [
+        f"{i}\t{a}\t{b}\t{'entailment' if y else 'not_entailment'}"
+        for i, (y, a, b) in enumerate(synthetic_pairs(250, 15))]
+    (glue / "QNLI" / "dev.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_tiny_rte(glue / "RTE" / "rte.zip", synthetic_pairs(250, 16))
+
+
+def write_tiny_rte(path: Path, pairs) -> None:
+    """An rte.zip laid out like NLTK's (rte/rte1_dev.xml: value=TRUE/FALSE; rte2_dev.xml: entailment=YES/NO)."""
+    import zipfile
+    from xml.sax.saxutils import escape
+
+    half = len(pairs) // 2
+    rte1 = "".join(f'<pair id="{i}" value="{"TRUE" if y else "FALSE"}" task="IR"><t>{escape(a)}</t>'
+                   f"<h>{escape(b)}</h></pair>" for i, (y, a, b) in enumerate(pairs[:half]))
+    rte2 = "".join(f'<pair id="{i}" entailment="{"YES" if y else "NO"}" task="QA"><t>{escape(a)}</t>'
+                   f"<h>{escape(b)}</h></pair>" for i, (y, a, b) in enumerate(pairs[half:]))
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("rte/rte1_dev.xml", f'<?xml version="1.0"?><entailment-corpus>{rte1}</entailment-corpus>')
+        archive.writestr("rte/rte2_dev.xml", f'<?xml version="1.0"?><entailment-corpus>{rte2}</entailment-corpus>')
 
 
 @pytest.fixture
