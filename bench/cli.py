@@ -250,6 +250,53 @@ def perf(
         out.print(f"wrote {json_path}", highlight=False)
 
 
+analyze = typer.Typer(no_args_is_help=True, help="Analyses of the privacy mechanisms themselves (no task, no server).")
+app.add_typer(analyze, name="analyze")
+
+
+@analyze.command("deniability")
+@user_errors
+def deniability(
+    encoder: str = typer.Option("minilm", help="Encoder whose WordPiece table is perturbed (minilm or a hub id)."),
+    mechanism: str = typer.Option("dchi-text", help="Token mechanism (bench.deniability.MECHANISMS)."),
+    tokens: str = typer.Option("200", help="Regular vocabulary tokens to perturb: a seeded sample size, or 'all'."),
+    trials: int = typer.Option(1000, help="Perturbations of each token at each eta (T)."),
+    eta: Optional[List[float]] = typer.Option(
+        None, "--eta", help="Privacy parameter (repeatable; default: 30 45 60 80 100 120 160)."),
+    seed: int = typer.Option(0, help="Seed of the token sample and of the mechanism's noise."),
+    max_unchanged: float = typer.Option(0.5, "--max-unchanged", help="Selection bound: N_w/T at most this."),
+    min_support: int = typer.Option(10, "--min-support", help="Selection bound: S_w at least this."),
+    quantile: float = typer.Option(
+        0.95, help="Worst case: this quantile of N_w/T and the (1 - quantile) quantile of S_w meet the bounds."),
+    results_dir: Optional[Path] = ResultsOption,
+) -> None:
+    """Plausible deniability: N_w (outputs equal to the token) and S_w (distinct outputs) per token and eta."""
+    from bench.deniability import (
+        DEFAULT_ETAS,
+        Thresholds,
+        deniability_table,
+        parse_token_count,
+        report_path,
+        run_deniability,
+        selection_lines,
+        validate,
+        write_report,
+    )
+    from bench.store import ResultStore
+
+    count = parse_token_count(tokens)
+    bounds = Thresholds(max_unchanged=max_unchanged, min_support=min_support, quantile=quantile)
+    etas = list(eta) if eta else list(DEFAULT_ETAS)
+    validate(etas, trials, mechanism, bounds)  # before the encoder loads
+    report = run_deniability(encoder, mechanism, count, trials, etas, seed, bounds,
+                             log=lambda message: err.print(f"[dim]{message}[/dim]", highlight=False, soft_wrap=True))
+    (out if out.is_terminal else Console(width=160)).print(deniability_table(report))
+    for line in selection_lines(report):
+        out.print(line, highlight=False, soft_wrap=True)
+    path = write_report(report, report_path(ResultStore(results_dir).root, encoder, mechanism))
+    out.print(f"{report['runtime_s']:.0f} s · wrote {path}", highlight=False)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

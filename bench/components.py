@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bench.data import TaskData
+from bench.data import TaskData, Text
 from bench.releases import Release, ReleaseKind
 from bench.spec import RunSpec
 
@@ -95,7 +95,7 @@ class PublicKnowledge:
     """What an adversary may use besides the release: public weights and a public corpus."""
 
     encoder: Any
-    corpus: list[str]  # every sentence of the task corpus the run holds (train and evaluation)
+    corpus: list[Text]  # every text (sentence or pair) of the task corpus the run holds (train and evaluation)
     task: str
 
 
@@ -103,7 +103,7 @@ class PublicKnowledge:
 class Truth:
     """Ground truth held by the runner only, for scoring guesses."""
 
-    texts: list[str]  # the true text of each release row
+    texts: list[Text]  # the true text (sentence or pair) of each release row
     labels: np.ndarray  # the true label of each release row
     corpus_labels: np.ndarray  # labels of PublicKnowledge.corpus, for label-agreement metrics
 

@@ -1,7 +1,8 @@
 """Streamlit privacy-utility leaderboard over results/ (CSV and JSON only: no torch, no pickle).
 
-Run with ``bench dashboard``. Reads ``<results>/leaderboard.csv`` (written by ``bench summarize``)
-from ``$BENCH_RESULTS_DIR`` or ``./results``.
+Run with ``bench dashboard``. Reads ``<results>/leaderboard.csv`` (written by ``bench summarize``) and
+``<results>/analysis/deniability-*.json`` (written by ``bench analyze deniability``) from
+``$BENCH_RESULTS_DIR`` or ``./results``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.store import ResultStore
+from dashboard.deniability import render_deniability
 from dashboard.sweeps import sweep_chart, sweeps
 
 CONFIG_KEYS = ["task", "encoder", "defense", "defense_args", "attack", "mode", "n_train", "n_eval", "config_hash"]
@@ -85,10 +87,19 @@ def render_sweeps(shown: pd.DataFrame, task: str) -> None:
 
 
 def main() -> None:
-    """The page: filters, the leaderboard table and one privacy-utility scatter per attack."""
+    """The page: the leaderboard tab and the plausible deniability tab."""
     st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
     st.title("Privacy-utility leaderboard")
     store = ResultStore()
+    board_tab, deniability_tab = st.tabs(["Leaderboard", "Plausible deniability"])
+    with board_tab:
+        leaderboard(store)
+    with deniability_tab:
+        render_deniability(store.root)
+
+
+def leaderboard(store: ResultStore) -> None:
+    """Filters, the leaderboard table and one privacy-utility scatter per attack."""
     path = store.leaderboard_path
     if not path.is_file():
         st.info(f"No leaderboard at {path}: run `bench run ...`, then `bench summarize`.")

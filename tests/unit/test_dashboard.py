@@ -1,5 +1,6 @@
 """The Streamlit leaderboard, driven headless with AppTest."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,49 @@ def test_sweep_chart_plots_utility_and_inversion_against_eta(tmp_path, run_app):
     assert '"log"' in spec and "eta" in spec
     data = "".join(d.data.data.decode("latin-1") for d in charts[-1].proto.datasets)
     assert "utility/accuracy" in data and "privacy/inversion/token_accuracy" in data
+
+
+def write_deniability_report(root: Path) -> None:
+    """A small synthetic `bench analyze deniability` file: N_w rises and S_w falls with eta."""
+    per_eta = []
+    for eta, kept, support in ((30.0, [0, 1, 2, 5], [180, 150, 120, 90]), (60.0, [200, 300, 400, 900], [60, 40, 30, 5]),
+                               (120.0, [950, 990, 1000, 1000], [3, 2, 1, 1])):
+        per_eta.append({"eta": eta, "mean_noise_radius": 384 / eta, "n_w": kept, "s_w": support})
+    report = {
+        "schema_version": 1, "analysis": "deniability", "mechanism": "dchi-text", "parameter": "eta",
+        "encoder": "minilm", "trials": 1000, "tokens": 4, "token_sample": "seeded", "seed": 0,
+        "etas": [30.0, 60.0, 120.0], "per_eta": per_eta,
+        "thresholds": {"max_unchanged": 0.5, "min_support": 10, "quantile": 0.95},
+        "selections": {
+            "worst_case": {"eta": 30.0, "by_statistic": {"n_w": 30.0, "s_w": 30.0}, "rule": "0.95 quantile ..."},
+            "average_case": {"eta": 60.0, "by_statistic": {"n_w": 60.0, "s_w": 60.0}, "rule": "mean ..."},
+        },
+        "command": "bench analyze deniability --tokens 4",
+    }
+    (root / "analysis").mkdir(parents=True)
+    (root / "analysis" / "deniability-minilm.json").write_text(json.dumps(report))
+
+
+def test_deniability_tab_plots_n_w_and_s_w_against_eta(tmp_path, run_app):
+    write_deniability_report(tmp_path)
+    (tmp_path / "analysis" / "deniability-broken.json").write_text("{not json")
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert [tab.label for tab in app.tabs] == ["Leaderboard", "Plausible deniability"]
+    assert "bench summarize" in app.info[0].value  # the leaderboard tab still explains itself
+    assert "deniability-broken.json" in app.warning[0].value  # a bad file is named and skipped
+    selections = app.dataframe[0].value.set_index("rule")
+    assert selections.loc["worst case", "selected eta"] == "30"
+    assert selections.loc["average case", "selected eta"] == "60"
+    charts = app.get("vega_lite_chart")
+    assert len(charts) == 2
+    for chart, statistic in zip(charts, ("N_w", "S_w")):
+        assert statistic in chart.proto.spec and '"eta"' in chart.proto.spec and '"rule"' in chart.proto.spec
+    data = "".join(d.data.data.decode("latin-1") for d in charts[0].proto.datasets)
+    assert "n_w" in data and "bound 0.5" in data  # the quantiles of N_w and the selection bound
+
+
+def test_deniability_tab_without_analysis_says_how_to_make_one(tmp_path, run_app):
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert any("bench analyze deniability" in info.value for info in app.info)

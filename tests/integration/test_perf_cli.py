@@ -1,0 +1,34 @@
+"""bench perf end to end with the real offline encoder on 20 SST-2 sentences (checks figures, not speed)."""
+
+import json
+
+from typer.testing import CliRunner
+
+from bench import DEFENSES, InputDefense
+from bench.cli import app
+
+
+def test_perf_times_every_token_mechanism_on_the_fixed_batch(tmp_path, monkeypatch):
+    from bench.encoders import load_encoder
+    from bench.mechanisms import client_token_ids, regular_token_ids
+    from bench.perf import fixed_batch
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "perf.json"
+    result = CliRunner().invoke(app, ["perf", "--sentences", "20", "--repeats", "1", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(path.read_text())
+
+    encoder = load_encoder("minilm")
+    tokens = sum(len(x) for x in client_token_ids(encoder, fixed_batch(20)))
+    settings = data["settings"]
+    assert (settings["sentences"], settings["tokens"]) == (20, tokens)
+    assert settings["vocabulary"] == len(regular_token_ids(encoder.tokenizer.get_vocab()))
+    rows = {m["defense"]: m for m in data["mechanisms"]}
+    token_level = {n for n in DEFENSES.names() if issubclass(DEFENSES.get(n), InputDefense)}
+    assert token_level <= set(rows) and "dchi-sequence" in rows
+    for name in token_level:
+        assert rows[name]["items"] == tokens and rows[name]["ratio"] > 0, rows[name]
+    assert rows["dchi-sequence"]["items"] == 20 and rows["dchi-sequence"]["unit"] == "sentences/s"
+    assert data["gflops"]["float32"] > 0 and data["machine"]["cpu_count"] >= 1
+    assert "dchi-text" in result.output and "ceiling" in result.output

@@ -1,0 +1,176 @@
+"""Plausible deniability statistics on a tiny synthetic table where the answer is known, the eta
+selection rules, the JSON report, and bad input through the CLI (exit 2, one sentence)."""
+
+import inspect
+import json
+import os
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import bench.deniability as den
+from bench.cli import app
+from bench.cli import deniability as deniability_command
+from tests.conftest import files_under
+
+runner = CliRunner()
+TRIALS = 200
+
+
+@pytest.fixture(scope="module")
+def space():
+    """50 random 8-dimensional token vectors, ids 2..51 (ids 0 and 1 play special tokens, never used)."""
+    table = np.random.default_rng(1).standard_normal((52, 8)).astype(np.float32)
+    table[0], table[1] = 50.0, -50.0  # far out: nearest to most very noisy points, were they candidates
+    return den.TokenSpace(table, np.arange(2, 52), "synthetic-1", lambda ids: [f"t{i}" for i in ids])
+
+
+def stats_at(space, etas, seed=0, tokens=None, trials=TRIALS):
+    tokens = space.candidates if tokens is None else tokens
+    return den.perturbation_statistics(tokens, space.table, space.candidates, etas, trials, seed)
+
+
+def test_counts_of_a_known_output_matrix():
+    outputs = np.array([[5, 5, 5, 5], [1, 2, 3, 4], [7, 8, 7, 8]])
+    unchanged, distinct = den.token_statistics(outputs, np.array([5, 3, 9]))
+    assert unchanged.tolist() == [4, 1, 0] and distinct.tolist() == [1, 4, 2]
+
+
+def test_huge_eta_never_changes_a_token(space):
+    unchanged, distinct = stats_at(space, [1e7])[1e7]
+    assert (unchanged == TRIALS).all() and (distinct == 1).all()
+
+
+def test_tiny_eta_hides_every_token(space):
+    unchanged, distinct = stats_at(space, [1e-3])[1e-3]
+    assert unchanged.mean() < 0.1 * TRIALS  # about 1/|V| of the releases, by chance
+    assert distinct.mean() > 10 and distinct.max() <= len(space.candidates)
+
+
+def test_outputs_are_regular_tokens_only(space):
+    rng = np.random.default_rng(0)
+    outputs = den.dchi_text_trials(space.candidates[:5], 50, space.table, space.candidates, 1e-3, rng)
+    assert outputs.shape == (5, 50) and np.isin(outputs, space.candidates).all()
+
+
+def test_unchanged_count_grows_with_eta(space):
+    stats = stats_at(space, [0.5, 2.0, 8.0])
+    means = [stats[eta][0].mean() for eta in (0.5, 2.0, 8.0)]
+    assert means[0] < means[1] < means[2]
+
+
+def test_same_seed_same_figures_other_seed_other_figures(space):
+    first, again, other = stats_at(space, [2.0], 0), stats_at(space, [2.0], 0), stats_at(space, [2.0], 1)
+    assert all(np.array_equal(a, b) for a, b in zip(first[2.0], again[2.0]))
+    assert not np.array_equal(first[2.0][0], other[2.0][0])
+
+
+def test_an_eta_does_not_depend_on_the_rest_of_the_grid(space):
+    alone, in_grid = stats_at(space, [2.0]), stats_at(space, [1.0, 2.0, 4.0])
+    assert all(np.array_equal(a, b) for a, b in zip(alone[2.0], in_grid[2.0]))
+
+
+def test_token_sample_is_seeded_and_distinct():
+    candidates = np.arange(100, 200)
+    sample = den.sample_tokens(candidates, 30, seed=0)
+    assert len(set(sample.tolist())) == 30 and np.isin(sample, candidates).all()
+    assert np.array_equal(sample, den.sample_tokens(candidates, 30, seed=0))
+    assert not np.array_equal(sample, den.sample_tokens(candidates, 30, seed=1))
+    assert np.array_equal(den.sample_tokens(candidates, None, seed=0), candidates)
+    with pytest.raises(den.BenchError, match="use --tokens all"):
+        den.sample_tokens(candidates, 101, seed=0)
+
+
+def synthetic_stats(trials=100):
+    """Per eta: N_w rising and S_w falling with eta, one outlier token always unchanged."""
+    stats = {}
+    for eta, kept, support in ((10.0, 5, 60), (20.0, 30, 30), (40.0, 45, 12), (80.0, 90, 3)):
+        unchanged = np.full(20, kept)
+        unchanged[0] = trials  # an isolated token: never changed
+        distinct = np.full(20, support)
+        distinct[0] = 1
+        stats[eta] = (unchanged, distinct)
+    return stats
+
+
+def test_average_case_keeps_the_largest_eta_meeting_the_means():
+    chosen = den.select_etas(synthetic_stats(), 100, den.Thresholds(0.5, 10, 0.95))["average_case"]
+    assert chosen["eta"] == 40.0  # mean N_w/T: 0.0975, 0.335, 0.4775, 0.905; mean S_w: 57, 28.5, 11.45, 2.9
+    assert chosen["by_statistic"] == {"n_w": 40.0, "s_w": 40.0}
+
+
+def test_worst_case_is_decided_by_the_quantile():
+    stats = synthetic_stats()
+    strict = den.select_etas(stats, 100, den.Thresholds(0.5, 10, 1.0))["worst_case"]
+    assert strict["eta"] is None  # the isolated token is never changed at any eta
+    assert strict["by_statistic"] == {"n_w": None, "s_w": None}
+    loose = den.select_etas(stats, 100, den.Thresholds(0.5, 10, 0.9))["worst_case"]
+    assert loose["eta"] == 40.0 and "0.9 quantile of N_w/T <= 0.5" in loose["rule"]
+
+
+def test_a_blip_above_a_failing_eta_is_not_selected():
+    stats = synthetic_stats()
+    stats[160.0] = (np.zeros(20, dtype=int), np.full(20, 50))  # passes, but 80 fails below it
+    assert den.select_etas(stats, 100, den.Thresholds(0.5, 10, 0.9))["average_case"]["eta"] == 40.0
+
+
+def test_report_json_round_trips_and_is_written_atomically(space, tmp_path, monkeypatch):
+    monkeypatch.setattr(den, "load_space", lambda name: space)
+    report = den.run_deniability("synthetic", tokens=20, trials=50, etas=[4.0, 0.5], seed=3)
+    assert report["etas"] == [0.5, 4.0] and report["tokens"] == 20 and report["trials"] == 50
+    assert len(report["per_eta"][0]["n_w"]) == 20 == len(report["token_ids"]) == len(report["token_names"])
+    assert report["command"].startswith("bench analyze deniability --encoder synthetic")
+    assert "--eta 0.5 --eta 4" in report["command"] and report["encoder_revision"] == "synthetic-1"
+    path = den.write_report(report, den.report_path(tmp_path, "org/model"))
+    assert path.name == "deniability-org_model.json"
+    assert json.loads(path.read_text()) == json.loads(json.dumps(report))
+    assert files_under(tmp_path) == [path]  # no temporary file left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # readable like any other results file
+
+
+def invoke(*args):
+    return runner.invoke(app, ["analyze", "deniability", *map(str, args)])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--eta", "0"], "eta must be > 0"),
+        (["--eta", "60", "--eta", "-5"], "eta must be > 0"),
+        (["--trials", "0"], "--trials must be >= 1"),
+        (["--tokens", "0"], "--tokens must be >= 1"),
+        (["--tokens", "many"], "--tokens must be a positive number or 'all'"),
+        (["--mechanism", "dchi-txt"], "Did you mean 'dchi-text'"),
+        (["--max-unchanged", "1.5"], "--max-unchanged must be in [0, 1]"),
+        (["--quantile", "0"], "--quantile must be in (0, 1]"),
+    ],
+)
+def test_bad_values_exit_2_with_one_sentence(results, monkeypatch, args, message):
+    monkeypatch.setattr(den, "load_space", lambda name: pytest.fail("loaded the encoder for bad input"))
+    result = invoke(*args)
+    assert result.exit_code == 2 and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert files_under(results) == []
+
+
+def test_command_prints_the_table_and_writes_the_json(space, results, monkeypatch):
+    monkeypatch.setattr(den, "load_space", lambda name: space)
+    result = invoke("--encoder", "synthetic", "--tokens", "10", "--trials", "40", "--eta", "0.5", "--eta", "1e6")
+    assert result.exit_code == 0, result.output
+    assert "worst case: eta = 0.5" in result.stdout and "planned: 10 tokens" in result.stderr
+    report = json.loads((results / "analysis" / "deniability-synthetic.json").read_text())
+    assert report["per_eta"][1]["always_unchanged"] == 1.0 and report["per_eta"][1]["s_w_mean"] == 1.0
+
+
+def test_cli_defaults_are_the_library_defaults():
+    options = {name: p.default.default for name, p in inspect.signature(deniability_command).parameters.items()}
+    assert options["tokens"] == str(den.DEFAULT_TOKENS) and options["trials"] == den.DEFAULT_TRIALS
+    assert options["mechanism"] == den.DEFAULT_MECHANISM
+    eta_help = inspect.signature(deniability_command).parameters["eta"].default.help
+    assert " ".join(f"{eta:g}" for eta in den.DEFAULT_ETAS) in eta_help
+    bounds = den.Thresholds()
+    assert (options["max_unchanged"], options["min_support"], options["quantile"]) == (
+        bounds.max_unchanged, bounds.min_support, bounds.quantile)
