@@ -158,3 +158,12 @@ def test_deniability_tab_without_analysis_says_how_to_make_one(tmp_path, run_app
     app = run_app(tmp_path)
     assert not app.exception
     assert any("bench analyze deniability" in info.value for info in app.info)
+
+
+@pytest.mark.skipif(not (REPO_RESULTS / "analysis" / "deniability-minilm.json").is_file(),
+                    reason="no committed deniability analysis")
+def test_committed_deniability_analysis_renders(run_app):
+    app = run_app(REPO_RESULTS)
+    assert not app.exception
+    assert not app.warning  # the committed file reads cleanly
+    assert any("N_w" in chart.proto.spec for chart in app.get("vega_lite_chart"))
