@@ -6,13 +6,14 @@ from bench.components import Attack, Cell, Defense, DefenseOutput, PublicKnowled
 from bench.data import Examples, TaskData
 from bench.errors import BenchError
 from bench.input_defense import InputDefense
-from bench.params import require
+from bench.params import added_later, require
 from bench.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
 from bench.releases import Release, ReleaseKind
 from bench.representation import RepresentationDefense
 from bench.spec import RunSpec
 
 __all__ = [
+    "added_later",
     "ATTACKS",
     "Attack",
     "BenchError",

@@ -88,9 +88,23 @@ def build_component(cls: type, args: Mapping[str, Any] | str | None) -> Any:
     return cls(**kwargs)
 
 
+def added_later(default: Any) -> Any:
+    """Declare a parameter added after records existed (a dataclass field with this default).
+
+    While it holds its default it is left out of the resolved arguments, so a configuration
+    that existed before it keeps its config hash and its stored records keep counting.
+    """
+    return dataclasses.field(default=default, metadata={"added_later": True})
+
+
 def component_args(instance: Any) -> dict[str, Any]:
-    """The resolved parameters of a component (every field, defaults included)."""
-    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance) if f.init}
+    """The resolved parameters of a component: every field with its value, defaults included,
+    except a parameter ``added_later`` that still holds its default."""
+    return {
+        f.name: getattr(instance, f.name)
+        for f in dataclasses.fields(instance)
+        if f.init and not (f.metadata.get("added_later") and getattr(instance, f.name) == f.default)
+    }
 
 
 def _field_comments(cls: type) -> dict[str, str]:

@@ -29,6 +29,7 @@ from bench import (
     InputDefense,
     ReleaseKind,
     RepresentationDefense,
+    added_later,
     register_defense,
     require,
 )
@@ -88,7 +89,7 @@ class DchiText(EtaParameter, InputDefense):
     release_kind = ReleaseKind.TEXT
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
-    vectors: str = ""  # GloVe-format word-vector file to work in words; empty = the encoder's WordPiece table
+    vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
     def privatize(self, ids, space, rng):
         """argmin_v ||phi(v) - (phi(w) + N)|| over the space's tokens v (Feyisetan et al. Alg. 1)."""

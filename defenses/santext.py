@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench import InputDefense, ReleaseKind, register_defense, require
+from bench import InputDefense, ReleaseKind, added_later, register_defense, require
 from bench.mechanisms import (
     least_frequent,
     santext_tokens,
@@ -78,7 +78,7 @@ class SanText(ExponentialSanitizer):
     """SanText: every token sanitized over the whole vocabulary."""
 
     eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
-    vectors: str = ""  # GloVe-format word-vector file to work in words; empty = the encoder's WordPiece table
+    vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
     sensitive_fraction = 1.0
     replace_rate = 1.0  # no token is non-sensitive, so the rate never applies
@@ -92,7 +92,7 @@ class SanTextPlus(ExponentialSanitizer):
     eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
     p: float = 0.3  # probability that a non-sensitive token is sanitized
     w: float = 0.9  # fraction of the client's vocabulary, least frequent first, treated as sensitive
-    vectors: str = ""  # GloVe-format word-vector file to work in words; empty = the encoder's WordPiece table
+    vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
     def __post_init__(self) -> None:
         require(0 <= self.p <= 1, f"santext-plus p must be in [0, 1], got {self.p}.")
