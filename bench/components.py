@@ -73,6 +73,13 @@ class DefenseOutput:
     releases: dict[ReleaseKind, Release]
     notes: dict[str, Any] = field(default_factory=dict)
     encoder: Any = None  # the encoder that produced the releases (public in the threat model)
+    deferred: dict[ReleaseKind, Any] = field(default_factory=dict)  # kind -> () -> Release, built only if attacked
+
+    def release(self, kind: ReleaseKind) -> Release:
+        """The release of ``kind``, building a deferred one on first use."""
+        if kind not in self.releases:
+            self.releases[kind] = self.deferred.pop(kind)()
+        return self.releases[kind]
 
 
 class Defense:

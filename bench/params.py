@@ -37,6 +37,14 @@ def _coerce(owner: str, name: str, value: Any, annotation: Any) -> Any:
         options = [a for a in typing.get_args(annotation) if a is not type(None)]
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
             return None
+        if len(options) > 1:  # e.g. ``int | str``: the first type the value fits
+            for option in options:
+                try:
+                    return _coerce(owner, name, value, option)
+                except BenchError:
+                    continue
+            kinds = " or ".join(getattr(o, "__name__", str(o)) for o in options)
+            raise BenchError(f"{owner} parameter {name} must be {kinds}, got {value!r}.")
         annotation = options[0]
     if not isinstance(value, str):
         if isinstance(value, bool) and annotation is not bool:

@@ -33,9 +33,35 @@ class Release:
         owners: for each row of ``data``, the index of the evaluation example it was produced
             for; the runner scores guesses against that example.
         public: public facts that travel with the release (mechanism name and parameters).
+        known_pairs: releases of examples whose plaintext the adversary also holds (learning attacks
+            such as RepRecon train on them): ``(released rows, indices into PublicKnowledge.corpus)``.
+            None when the threat model grants no such pairs.
     """
 
     kind: ReleaseKind
     data: Any
     owners: np.ndarray
     public: dict[str, Any] = field(default_factory=dict)
+    known_pairs: tuple[np.ndarray, np.ndarray] | None = None
+
+
+@dataclass
+class GradientRelease:
+    """The ``data`` of a ``gradients`` release: client updates and the model they were taken on.
+
+    Attributes:
+        model: the server's model (a ``torch.nn.Module`` taking sentence representations) at the
+            moment the updates were computed; the server broadcasts it, so it is public.
+        gradients: one entry per observed update, each a list of arrays in ``model.parameters()``
+            order: d loss / d parameter, averaged over the update's batch.
+        targets: ``(updates, batch, outputs)`` float targets of each update's batch (mixed one-hot
+            targets under TextHide); the attacker of the paper's easier setting knows them.
+        regression: True when the loss is MSE on one output, else soft-label cross-entropy.
+        batch_size: examples behind each update.
+    """
+
+    model: Any
+    gradients: list[list[np.ndarray]]
+    targets: np.ndarray
+    regression: bool
+    batch_size: int = 1

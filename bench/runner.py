@@ -111,7 +111,7 @@ def run_cell(spec: RunSpec) -> ResultRecord:
     if spec.attack is not None:
         attack_cls = ATTACKS.get(spec.attack)
         attack = build_component(attack_cls, spec.attack_args)
-        release = output.releases[compatible_kind(type(defense), attack_cls)]
+        release = output.release(compatible_kind(type(defense), attack_cls))
         corpus, corpus_labels = data.corpus()
         public = PublicKnowledge(output.encoder or cell.encoder, corpus, spec.task)
         truth = Truth(

@@ -91,31 +91,75 @@ def targets_for(labels: np.ndarray, num_labels: int) -> np.ndarray:
     return np.eye(num_labels, dtype=np.float32)[labels.astype(int)]
 
 
-def _train_loop(
-    n_examples, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu"
-):
-    """Seeded batches, the client's own generator, cosine schedule; ``batch(idx, client) -> (x, y)``."""
+def initial_head(dim: int, num_outputs: int, config: TrainingConfig, seed: int, device: str = "cpu"):
+    """The server's head before training: seeded, the same weights every run of a spec starts from."""
     import torch
 
-    from bench.seeding import derive_seed, torch_generator
+    with torch.random.fork_rng():
+        return _seeded_head(dim, num_outputs, config, seed, device)
+
+
+def _seeded_head(dim, num_outputs, config, seed, device):
+    """Seed torch's global generator and build the head (the caller forks the generator)."""
+    import torch
+
+    from bench.seeding import derive_seed
+
+    torch.manual_seed(derive_seed(seed, "head-init"))  # later draws (dropout) continue from here
+    return make_head(dim, num_outputs, config).to(device)
+
+
+def client_shards(n_examples: int, clients: int, seed: int) -> list[np.ndarray]:
+    """Disjoint, seeded shards of the training indices, one per client (all of them for one client)."""
+    if clients <= 1:
+        return [np.arange(n_examples)]
+    from bench.seeding import numpy_generator
+
+    order = numpy_generator(seed, "client-shards").permutation(n_examples)
+    return [np.sort(part) for part in np.array_split(order, clients)]
+
+
+def _stream_name(base: str, client: int) -> str:
+    # client 0 keeps the single-client names, so one client reproduces centralised training exactly
+    return base if client == 0 else f"{base}-{client}"
+
+
+def _train_loop(
+    shards, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu"
+):
+    """Seeded rounds over client shards; ``batch(idx, client, generator) -> (x, y)`` hides one client's batch.
+
+    Each round every client takes its next batch from its own shuffled shard and computes the loss on
+    it; the server averages the clients' losses (so their gradients, as FedSGD) and takes one step.
+    With a single shard holding every example this is ordinary minibatch training.
+    """
+    import torch
+
+    from bench.seeding import torch_generator
 
     regression = num_outputs == 1
-    order_generator = torch_generator(seed, "server-batches")
-    client = torch_generator(seed, "client-hide")  # the defense's secret randomness
+    shards = [torch.as_tensor(np.asarray(shard), dtype=torch.long) for shard in shards]
+    order_generators = [torch_generator(seed, _stream_name("server-batches", c)) for c in range(len(shards))]
+    clients = [torch_generator(seed, _stream_name("client-hide", c)) for c in range(len(shards))]  # secret
+    rounds = max(-(-len(shard) // config.batch_size) for shard in shards)
     with torch.random.fork_rng():
-        torch.manual_seed(derive_seed(seed, "head-init"))  # head weights and dropout
-        head = make_head(dim, num_outputs, config).to(device)
+        head = _seeded_head(dim, num_outputs, config, seed, device)
         optimizer = optimizer_cls(list(extra_params) + list(head.parameters()), lr=config.lr)
-        schedule = _cosine(optimizer, config, n_examples)
+        schedule = _cosine(optimizer, config, rounds)
         head.train()
         for _ in track(range(config.epochs), description, config.epochs):
-            order = torch.randperm(n_examples, generator=order_generator)
-            for start in range(0, n_examples, config.batch_size):
-                idx = order[start : start + config.batch_size]
-                if len(idx) < 2:
+            orders = [shard[torch.randperm(len(shard), generator=g)] for shard, g in zip(shards, order_generators)]
+            for start in range(0, rounds * config.batch_size, config.batch_size):
+                losses = []
+                for client, order in enumerate(orders):
+                    idx = order[start : start + config.batch_size]
+                    if len(idx) < 2:
+                        continue
+                    x, y = batch(idx, client, clients[client])
+                    losses.append(loss_fn(head(x), y, regression))
+                if not losses:
                     continue
-                x, y = batch(idx, client)
-                loss = loss_fn(head(x), y, regression)
+                loss = torch.stack(losses).mean()
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
@@ -123,21 +167,35 @@ def _train_loop(
     return head.eval()
 
 
+def _per_client(transform, shards) -> list:
+    """One batch transform per client (the same one for every client unless a list is given)."""
+    transforms = list(transform) if isinstance(transform, (list, tuple)) else [transform] * len(shards)
+    require(len(transforms) == len(shards), "give one batch transform per client shard.")
+    return transforms
+
+
 def train_head(
     features: np.ndarray,
     targets: np.ndarray,
-    transform: BatchTransform,
+    transform: BatchTransform | Sequence[BatchTransform],
     config: TrainingConfig,
     seed: int,
+    shards: Sequence[np.ndarray] | None = None,
 ):
-    """Train an MLP head on ``transform``-ed batches of cached features; returns the head."""
+    """Train an MLP head on ``transform``-ed batches of cached features; returns the head.
+
+    ``shards`` (index arrays, one per federated client, each with its own transform) turn this into
+    a FedSGD simulation; by default one client holds every example.
+    """
     import torch
 
+    shards = list(shards) if shards is not None else [np.arange(len(features))]
+    transforms = _per_client(transform, shards)
     x_all, y_all = torch.from_numpy(features), torch.from_numpy(targets)
     return _train_loop(
-        len(features), features.shape[1], targets.shape[1], config, seed,
-        f"training head ({len(features)} examples)",
-        lambda idx, client: transform(x_all[idx], y_all[idx], client),
+        shards, features.shape[1], targets.shape[1], config, seed,
+        f"training head ({len(features)} examples, {len(shards)} client{'s' * (len(shards) > 1)})",
+        lambda idx, client, generator: transforms[client](x_all[idx], y_all[idx], generator),
         torch.optim.Adam,
     )
 
@@ -146,34 +204,40 @@ def finetune(
     encoder,
     texts: Sequence[str],
     targets: np.ndarray,
-    transform: BatchTransform,
+    transform: BatchTransform | Sequence[BatchTransform],
     config: TrainingConfig,
     seed: int,
+    shards: Sequence[np.ndarray] | None = None,
 ):
-    """Train encoder and head together through ``transform``; returns the head (encoder updated)."""
+    """Train encoder and head together through ``transform``; returns the head (encoder updated).
+
+    ``shards`` as in ``train_head``: each client encodes its own batch with the shared encoder.
+    """
     import torch
 
+    shards = list(shards) if shards is not None else [np.arange(len(texts))]
+    transforms = _per_client(transform, shards)
     y_all = torch.from_numpy(targets)
 
-    def batch(idx, client):
+    def batch(idx, client, generator):
         reps = encoder.pooled([texts[i] for i in idx.tolist()])
-        x, y = transform(reps.cpu(), y_all[idx], client)
+        x, y = transforms[client](reps.cpu(), y_all[idx], generator)
         return x.to(encoder.device), y.to(encoder.device)
 
     encoder.model.train()
     head = _train_loop(
-        len(texts), encoder.dim, targets.shape[1], config, seed, f"fine-tuning ({len(texts)} examples)",
+        shards, encoder.dim, targets.shape[1], config, seed, f"fine-tuning ({len(texts)} examples)",
         batch, torch.optim.AdamW, encoder.model.parameters(), encoder.device,
     )
     encoder.model.eval()
     return head.cpu()
 
 
-def _cosine(optimizer, config: TrainingConfig, n_examples: int):
+def _cosine(optimizer, config: TrainingConfig, rounds_per_epoch: int):
     """Cosine decay of the learning rate to 0 over all training steps."""
     import torch
 
-    steps = config.epochs * -(-n_examples // config.batch_size)
+    steps = config.epochs * rounds_per_epoch
     return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(steps, 1))
 
 

@@ -18,7 +18,9 @@ from bench import Release, ReleaseKind, RepresentationDefense, register_defense
 class NoDefense(RepresentationDefense):
     """Releases the sentence representation unchanged (and the text itself)."""
 
-    releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.TEXT)
+    releases: ClassVar[tuple[ReleaseKind, ...]] = (
+        ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.TEXT, ReleaseKind.GRADIENTS,
+    )
 
     def run(self, cell):
         """The representation pipeline with an identity transform, plus the raw text release."""

@@ -1,71 +1,139 @@
-"""TextHide (intra-dataset): mix k sentence representations, then flip signs with a secret mask.
+"""TextHide: mix k sentence representations, then flip signs with a secret mask (intra and inter).
 
 Paper: Yangsibo Huang, Zhao Song, Danqi Chen, Kai Li, Sanjeev Arora. "TextHide: Tackling Data
-Privacy in Language Understanding Tasks." Findings of EMNLP 2020. Algorithm 1 (intra-dataset).
-Threat model: the server and any eavesdropper see hidden representations and mixed labels; they
-know the encoder weights, k, m and the mechanism, but not the client's mask pool, the mixing
-coefficients or the mixing partners. The server never sees raw text.
+Privacy in Language Understanding Tasks." Findings of EMNLP 2020. §3: Algorithm 1 (TextHide-intra
+and -inter) and Algorithm 2 (federated training).
+Threat model: the server and any eavesdropper see hidden representations and mixed labels (and, in
+federated training, the clients' gradients); they know the encoder weights, k, m, the scheme and the
+public corpus, but not the clients' mask pools, the mixing coefficients or the mixing partners. The
+server never sees raw text.
 
 Deviations in the offline default: the encoder is frozen all-MiniLM-L6-v2 (mean-pooled, d = 384)
 instead of fine-tuned bert-base-cased with its [CLS] pooler; ``--mode finetune`` trains the encoder
-through the mixing as the paper does.
+through the mixing as the paper does. Inter-TextHide mixes the private label only over the private
+members, as the paper's formula gives (the authors' code also mixes in private labels at the public
+members' positions).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench import RepresentationDefense, register_defense, require
+from bench import RepresentationDefense, added_later, register_defense, require
+
+SCHEMES = ("intra", "inter")
 
 
 @register_defense()
 @dataclass
 class TextHide(RepresentationDefense):
-    """TextHide-intra: k-way mixing within a batch and one mask from a pool of m per example."""
+    """TextHide: k-way mixing and one mask per example from a pool of m; intra or inter, central or federated."""
 
-    m: int = 256  # masks in the client's pool, each in {-1,+1}^d; 0 = no mask (mix-only)
+    m: int | str = 256  # masks in the client's pool, each in {-1,+1}^d; 0 = no mask (mix-only); inf = fresh per example
     k: int = 4  # representations mixed into each hidden one; 1 = no mixing
+    scheme: str = added_later("intra")  # intra: partners from the private batch; inter: half from a public corpus
+    public: str = added_later("")  # task whose texts inter mixes in (labels unused); empty = sst2, or cola for sst2
+    clients: int = added_later(0)  # 0 = centralised training; C >= 1 = Algorithm 2 with C clients and m/C masks each
     mask_pool: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        require(self.m >= 0, f"texthide m (mask pool size) must be >= 0, got {self.m}.")
+        if isinstance(self.m, str):
+            require(self.m.lower() in ("inf", "infinity", "∞"),
+                    f"texthide m must be a non-negative integer or inf, got '{self.m}'.")
+            self.m = "inf"
+        require(self.m == "inf" or self.m >= 0, f"texthide m (mask pool size) must be >= 0, got {self.m}.")
         require(self.k >= 1, f"texthide k (representations mixed) must be >= 1, got {self.k}.")
+        require(self.scheme in SCHEMES, f"texthide scheme must be intra or inter, got '{self.scheme}'.")
+        require(self.clients >= 0, f"texthide clients must be >= 0, got {self.clients}.")
+        require(self.m in (0, "inf") or self.clients <= self.m,
+                f"texthide needs at least one mask per client: m={self.m} is fewer than clients={self.clients}.")
+        self.pools: list = []
+        self.public_members = None  # (count, generator) -> public representations to mix in
 
     def setup(self, dim, generator):
-        """Draw the client's pool of m sign masks once (Algorithm 1, line 1)."""
+        """Draw the pool of m sign masks once (Algorithm 1, line 1) and split it among the clients."""
         import torch
 
-        self.mask_pool = None
-        if self.m > 0:
+        self.dim, self.mask_pool = dim, None
+        if self.m not in (0, "inf"):
             bits = torch.randint(0, 2, (self.m, dim), generator=generator)
             self.mask_pool = bits.float() * 2 - 1
+        clients = max(1, self.clients)
+        self.pools = [None] * clients if self.mask_pool is None else list(
+            torch.tensor_split(self.mask_pool, clients))  # pool sizes sum to m
 
-    def apply_mask(self, reps, generator):
-        """Multiply each representation by a mask drawn afresh from the pool."""
+    def prepare(self, cell, encoder):
+        """Inter: the public corpus, encoded by the client's encoder as the private texts are."""
+        if self.scheme != "inter":
+            return
         import torch
 
+        from bench.registry import TASKS
+
+        name = self.public or ("cola" if cell.spec.task == "sst2" else "sst2")
+        texts = list(TASKS.get(name)().load(cell.spec.n_train, 2, cell.spec.seed).train.texts)
+        if cell.training.mode == "frozen":
+            public_reps = torch.from_numpy(encoder.encode(texts))
+            self.public_members = lambda count, g: public_reps[torch.randint(len(texts), (count,), generator=g)]
+        else:  # fine-tuning: public members go through the encoder being trained, as in the paper
+            self.public_members = lambda count, g: encoder.pooled(
+                [texts[i] for i in torch.randint(len(texts), (count,), generator=g).tolist()]).cpu()
+        self.public_size, self.public_name = len(texts), name
+
+    def apply_mask(self, reps, generator, pool=None):
+        """Multiply each representation by a mask drawn afresh from the pool (or a fresh random one)."""
+        import torch
+
+        pool = self.mask_pool if pool is None else pool
         if self.m == 0:
             return reps
-        if self.mask_pool is None:
+        if self.m == "inf":
+            return reps * (torch.randint(0, 2, reps.shape, generator=generator).float() * 2 - 1)
+        if pool is None:
             raise RuntimeError("texthide: setup() must draw the mask pool before anything is hidden")
-        choice = torch.randint(0, self.m, (len(reps),), generator=generator)
-        return reps * self.mask_pool[choice]
+        choice = torch.randint(0, len(pool), (len(reps),), generator=generator)
+        return reps * pool[choice]
 
-    def hide_batch(self, reps, targets, generator):
-        """Algorithm 1 for one batch: mix k members with |N(0, I_k)| weights, then mask."""
+    def hide_batch(self, reps, targets, generator, pool=None):
+        """Algorithm 1 for one batch: mix k members with |N(0, I_k)| weights, then mask.
+
+        Intra: member 0 is the example, members 1..k-1 its batch under k-1 random permutations.
+        Inter: members at even positions are private (ceil(k/2)), at odd positions public (floor(k/2)),
+        and the label mixes only the private members' labels.
+        """
         import torch
 
         n = len(reps)
         weights = torch.randn(n, self.k, generator=generator).abs()
         weights = weights / weights.sum(dim=1, keepdim=True)  # lambda_i sums to 1 per example
-        # member 0 is the example itself; members 1..k-1 come from k-1 random permutations
-        partners = [torch.arange(n)] + [torch.randperm(n, generator=generator) for _ in range(self.k - 1)]
-        partners = torch.stack(partners)  # (k, n)
+        members, member_targets = [], []
+        for j in range(self.k):
+            if self.scheme == "inter" and j % 2 == 1:
+                members.append(self.public_members(n, generator).to(reps.dtype))
+                member_targets.append(torch.zeros_like(targets))  # public labels are not used
+                continue
+            partner = torch.arange(n) if j == 0 else torch.randperm(n, generator=generator)
+            members.append(reps[partner])
+            member_targets.append(targets[partner])
         lam = weights.T.unsqueeze(-1)  # (k, n, 1)
-        mixed = (lam * reps[partners]).sum(dim=0)
-        mixed_targets = (lam * targets[partners]).sum(dim=0)  # labels mixed with the same weights
-        return self.apply_mask(mixed, generator), mixed_targets
+        mixed = (lam * torch.stack(members)).sum(dim=0)
+        mixed_targets = (lam * torch.stack(member_targets)).sum(dim=0)  # labels mixed with the same weights
+        return self.apply_mask(mixed, generator, pool), mixed_targets
+
+    def client_transform(self, client):
+        """Client ``client`` hides with its own share of the mask pool (Algorithm 2)."""
+        pool = self.pools[client] if self.pools else None
+        return lambda reps, targets, generator: self.hide_batch(reps, targets, generator, pool)
 
     def hide_inference(self, reps, generator):
         """At inference the client masks without mixing (as the authors' code does)."""
         return self.apply_mask(reps, generator)
+
+    def describe(self, dim):
+        """The public corpus inter mixes in, and the federated split."""
+        facts = {}
+        if self.scheme == "inter":
+            facts.update(public_corpus=self.public_name, public_corpus_size=self.public_size)
+        if self.clients:
+            facts["masks_per_client"] = [0 if p is None else len(p) for p in self.pools] if self.m != "inf" else "inf"
+        return facts

@@ -38,13 +38,13 @@ def test_check_mode_saves_nothing(tiny_data, results):
 
 
 @pytest.fixture
-def grad_only_plugin(tmp_path):
-    path = tmp_path / "grads_only.py"
+def model_only_plugin(tmp_path):
+    path = tmp_path / "model_only.py"
     path.write_text(
         "from dataclasses import dataclass\n"
         "from bench import Attack, ReleaseKind, register_attack\n"
-        "@register_attack()\n@dataclass\nclass GradsOnly(Attack):\n"
-        "    accepts = (ReleaseKind.GRADIENTS,)\n"
+        "@register_attack()\n@dataclass\nclass ModelOnly(Attack):\n"
+        "    accepts = (ReleaseKind.MODEL,)\n"
     )
     return path
 
@@ -66,10 +66,10 @@ def test_bad_input_exits_2_with_one_sentence(tiny_data, results, case, args, mes
     assert files_under(results) == []
 
 
-def test_incompatible_pair_exits_2(tiny_data, results, grad_only_plugin):
-    result = invoke("run", "--defense", "texthide", "--attack", "grads_only", "--plugin", grad_only_plugin, *MOCK)
+def test_incompatible_pair_exits_2(tiny_data, results, model_only_plugin):
+    result = invoke("run", "--defense", "texthide", "--attack", "model_only", "--plugin", model_only_plugin, *MOCK)
     assert result.exit_code == 2
-    assert "releases sentence_embeddings" in result.stderr and "accepts gradients" in result.stderr
+    assert "releases sentence_embeddings, gradients" in result.stderr and "accepts model" in result.stderr
     assert files_under(results) == []
 
 

@@ -23,7 +23,7 @@ def test_build_coerces_types_and_fills_defaults():
     [
         ("m=-1", "m .* must be >= 0"),
         ("k=0", "k .* must be >= 1"),
-        ("m=lots", "m must be int"),
+        ("m=lots", "m must be a non-negative integer or inf"),
         ("mm=3", "no parameter 'mm'.*Did you mean 'm'"),
     ],
 )

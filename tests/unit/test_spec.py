@@ -29,16 +29,16 @@ def test_spec_round_trips_through_a_dict(tiny_data):
 def test_incompatible_pair_names_both_kinds(tiny_data, tmp_path):
     from bench import load_plugin
 
-    plugin = tmp_path / "grad_only.py"
+    plugin = tmp_path / "text_only.py"
     plugin.write_text(
         "from dataclasses import dataclass\n"
         "from bench import Attack, ReleaseKind, register_attack\n"
-        "@register_attack()\n@dataclass\nclass GradOnly(Attack):\n"
-        "    accepts = (ReleaseKind.GRADIENTS,)\n"
+        "@register_attack()\n@dataclass\nclass TextOnly(Attack):\n"
+        "    accepts = (ReleaseKind.TEXT,)\n"
     )
     load_plugin(plugin)
-    with pytest.raises(BenchError, match="releases sentence_embeddings.*accepts gradients"):
-        make_spec(defense="texthide", attack="grad_only", encoder="mock")
+    with pytest.raises(BenchError, match="releases sentence_embeddings, gradients.*accepts text"):
+        make_spec(defense="texthide", attack="text_only", encoder="mock")
 
 
 @pytest.mark.parametrize(

@@ -75,7 +75,7 @@ def test_masking_before_setup_fails_closed():
 def test_attacked_release_has_no_batch_of_one():
     defense = make(0, 4)
     reps, targets = torch.eye(65), one_hot([0] * 65)  # 65 = one batch of 64 and a remainder of 1
-    released = defense.release_like_training(reps, targets, 64, torch.Generator().manual_seed(0))
+    released, _ = defense.release_like_training(reps, targets, 64, torch.Generator().manual_seed(0))
     assert not any(torch.equal(row, reps[i]) for i, row in enumerate(released))
 
 
@@ -95,3 +95,53 @@ def test_same_seed_same_release_other_seed_other_release():
 
     assert torch.equal(release(0), release(0))
     assert not torch.equal(release(0), release(1))
+
+
+def test_infinite_m_draws_a_fresh_mask_per_example():
+    defense = make("inf", 1)
+    assert defense.mask_pool is None
+    reps = torch.rand(300, 16) + 0.1
+    hidden, _ = defense.hide_batch(reps, one_hot([0] * 300), torch.Generator().manual_seed(0))
+    assert torch.allclose(hidden.abs(), reps)
+    assert len({tuple(row.tolist()) for row in torch.sign(hidden)}) > 290  # almost all distinct of 2^16
+
+
+def test_inter_mixes_public_members_and_private_labels_only():
+    defense = build_component(DEFENSES.get("texthide"), {"m": 0, "k": 4, "scheme": "inter"})
+    defense.setup(8, torch.Generator().manual_seed(0))
+    public = torch.cat([torch.zeros(50, 4), torch.ones(50, 4)], dim=1)  # public texts live in dims 4-7
+    defense.public_members = lambda count, g: public[torch.randint(50, (count,), generator=g)]
+    reps = torch.cat([torch.rand(20, 4) + 0.1, torch.zeros(20, 4)], dim=1)  # private ones in dims 0-3
+    hidden, mixed = defense.hide_batch(reps, one_hot([0, 1] * 10), torch.Generator().manual_seed(1))
+    public_weight = hidden[:, 4:].mean(dim=1)
+    private_weight = mixed.sum(dim=1)  # the label mass is the private members' weight only
+    assert torch.allclose(public_weight + private_weight, torch.ones(20), atol=1e-5)
+    assert torch.all(private_weight < 1) and torch.all(public_weight > 0)
+
+
+def test_federated_clients_split_the_pool_and_use_only_their_share():
+    defense = build_component(DEFENSES.get("texthide"), {"m": 10, "k": 1, "clients": 3})
+    defense.setup(16, torch.Generator().manual_seed(0))
+    assert [len(p) for p in defense.pools] == [4, 3, 3]
+    assert torch.equal(torch.cat(defense.pools), defense.mask_pool)
+    reps = torch.rand(100, 16) + 0.1
+    hidden, _ = defense.client_transform(2)(reps, one_hot([0] * 100), torch.Generator().manual_seed(0))
+    own = {tuple(mask.tolist()) for mask in defense.pools[2]}
+    assert {tuple(row.tolist()) for row in torch.sign(hidden)} <= own
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"m": "lots"}, "integer or inf"),
+        ({"m": -1}, ">= 0"),
+        ({"scheme": "cross"}, "intra or inter"),
+        ({"m": 2, "clients": 3}, "one mask per client"),
+        ({"clients": -1}, "clients must be >= 0"),
+    ],
+)
+def test_bad_texthide_values_are_one_sentence_errors(args, message):
+    from bench import BenchError
+
+    with pytest.raises(BenchError, match=message):
+        build_component(DEFENSES.get("texthide"), args)
