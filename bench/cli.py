@@ -258,11 +258,12 @@ app.add_typer(analyze, name="analyze")
 @user_errors
 def deniability(
     encoder: str = typer.Option("minilm", help="Encoder whose WordPiece table is perturbed (minilm or a hub id)."),
-    mechanism: str = typer.Option("dchi-text", help="Token mechanism (bench.deniability.MECHANISMS)."),
+    mechanism: str = typer.Option("dchi-text", help="Token mechanism: dchi-text or santext."),
     tokens: str = typer.Option("200", help="Regular vocabulary tokens to perturb: a seeded sample size, or 'all'."),
     trials: int = typer.Option(1000, help="Perturbations of each token at each eta (T)."),
     eta: Optional[List[float]] = typer.Option(
-        None, "--eta", help="Privacy parameter (repeatable; default: 30 45 60 80 100 120 160)."),
+        None, "--eta", help="Privacy parameter: eta for dchi-text, eps for santext (repeatable; default: the "
+        "mechanism's grid, 30 45 60 80 100 120 160 for dchi-text, 4 7 10 14 20 30 40 for santext)."),
     seed: int = typer.Option(0, help="Seed of the token sample and of the mechanism's noise."),
     max_unchanged: float = typer.Option(0.5, "--max-unchanged", help="Selection bound: N_w/T at most this."),
     min_support: int = typer.Option(10, "--min-support", help="Selection bound: S_w at least this."),
@@ -272,7 +273,7 @@ def deniability(
 ) -> None:
     """Plausible deniability: N_w (outputs equal to the token) and S_w (distinct outputs) per token and eta."""
     from bench.deniability import (
-        DEFAULT_ETAS,
+        DEFAULT_PARAMETERS,
         Thresholds,
         deniability_table,
         parse_token_count,
@@ -286,7 +287,7 @@ def deniability(
 
     count = parse_token_count(tokens)
     bounds = Thresholds(max_unchanged=max_unchanged, min_support=min_support, quantile=quantile)
-    etas = list(eta) if eta else list(DEFAULT_ETAS)
+    etas = list(eta) if eta else list(DEFAULT_PARAMETERS.get(mechanism, ()))
     validate(etas, trials, mechanism, bounds)  # before the encoder loads
     report = run_deniability(encoder, mechanism, count, trials, etas, seed, bounds,
                              log=lambda message: err.print(f"[dim]{message}[/dim]", highlight=False, soft_wrap=True))

@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bench.errors import BenchError
-from bench.mechanisms import dchi_token_text
+from bench.mechanisms import dchi_token_text, exponential_sample
 from bench.progress import track
 from bench.seeding import numpy_generator
 
@@ -81,7 +81,20 @@ def dchi_text_trials(
     return dchi_token_text([repeated], table, candidates, eta, rng)[0].reshape(len(tokens), trials)
 
 
-MECHANISMS: dict[str, Perturb] = {"dchi-text": dchi_text_trials}
+def santext_trials(
+    tokens: np.ndarray, trials: int, table: np.ndarray, candidates: np.ndarray, eps: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """SanText's exponential mechanism (parameter eps): ``trials`` releases of every token."""
+    repeated = np.repeat(np.asarray(tokens, dtype=np.int64), trials)
+    return exponential_sample(repeated, table, candidates, eps, rng).reshape(len(tokens), trials)
+
+
+MECHANISMS: dict[str, Perturb] = {"dchi-text": dchi_text_trials, "santext": santext_trials}
+# The default parameter grid of each mechanism (eta for d_chi, eps for SanText); the SanText grid spans
+# the committed SST-2 sweep, from almost every token replaced (eps 4) to almost none (eps 40).
+DEFAULT_PARAMETERS = {"dchi-text": DEFAULT_ETAS, "santext": (4.0, 7.0, 10.0, 14.0, 20.0, 30.0, 40.0)}
+PARAMETER_NAMES = {"dchi-text": "eta", "santext": "eps"}
 
 
 @dataclass(frozen=True)
@@ -297,8 +310,9 @@ def run_deniability(
     sampled = sample_tokens(space.candidates, tokens, seed)
     queries = len(sampled) * trials * len(etas)
     dim = space.table.shape[1]
-    log(f"planned: {len(sampled):,} tokens × {trials:,} trials × {len(etas)} eta = {queries:,} exact "
-        f"nearest-neighbour queries over {len(space.candidates):,} × {dim} ({mechanism})")
+    work = "exact nearest-neighbour queries" if mechanism.startswith("dchi") else "exponential-mechanism draws"
+    log(f"planned: {len(sampled):,} tokens × {trials:,} trials × {len(etas)} {PARAMETER_NAMES.get(mechanism, 'eta')} "
+        f"= {queries:,} {work} over {len(space.candidates):,} × {dim} ({mechanism})")
     rate = calibrate(space, mechanism, etas[len(etas) // 2], trials, seed)
     log(f"measured {rate:,.0f} queries/s here: about {_duration(queries / rate)}")
     stats = perturbation_statistics(sampled, space.table, space.candidates, etas, trials, seed, mechanism)
@@ -306,7 +320,7 @@ def run_deniability(
         "schema_version": SCHEMA_VERSION,
         "analysis": "deniability",
         "mechanism": mechanism,
-        "parameter": "eta",
+        "parameter": PARAMETER_NAMES.get(mechanism, "eta"),  # the report's "eta" keys hold this parameter
         "encoder": encoder,
         "encoder_revision": space.revision,
         "vocabulary": int(len(space.candidates)),
@@ -321,7 +335,8 @@ def run_deniability(
         "token_ids": sampled.tolist(),
         "token_names": space.token_names(sampled),
         "per_eta": [
-            {"eta": eta, "mean_noise_radius": dim / eta, **summarize(*stats[eta], trials),
+            {"eta": eta, "mean_noise_radius": dim / eta if mechanism.startswith("dchi") else None,
+             **summarize(*stats[eta], trials),
              "n_w": stats[eta][0].tolist(), "s_w": stats[eta][1].tolist()}
             for eta in etas
         ],
@@ -371,11 +386,13 @@ def deniability_table(report: dict[str, Any]):
     trials = report["trials"]
     table = Table(title=f"plausible deniability · {report['mechanism']} · {report['encoder']} · "
                         f"{report['tokens']:,} tokens × T={trials:,}", title_justify="left")
-    for column in ("eta", "radius n/eta", "N_w mean", "N_w median", "N_w 5%", "N_w 95%",
+    parameter = report.get("parameter", "eta")
+    for column in (parameter, "radius n/eta", "N_w mean", "N_w median", "N_w 5%", "N_w 95%",
                    "S_w mean", "S_w median", "S_w 5%", "S_w 95%", "N_w = T"):
         table.add_column(column, justify="right")
     for row in report["per_eta"]:
-        table.add_row(f"{row['eta']:g}", f"{row['mean_noise_radius']:.2f}",
+        radius = row.get("mean_noise_radius")
+        table.add_row(f"{row['eta']:g}", "-" if radius is None else f"{radius:.2f}",
                       *(f"{row[f'{s}_{k}']:.1f}" for s in ("n_w", "s_w") for k in ("mean", "median", "q05", "q95")),
                       f"{row['always_unchanged']:.3f}")
     return table
@@ -385,7 +402,8 @@ def selection_lines(report: dict[str, Any]) -> list[str]:
     """One line per selection rule: the chosen eta and its condition."""
     lines = []
     for rule, chosen in report["selections"].items():
-        eta = "none of the grid" if chosen["eta"] is None else f"eta = {chosen['eta']:g}"
+        name = report.get("parameter", "eta")
+        eta = "none of the grid" if chosen["eta"] is None else f"{name} = {chosen['eta']:g}"
         per = ", ".join(f"{s} alone: {'-' if e is None else f'{e:g}'}" for s, e in chosen["by_statistic"].items())
         lines.append(f"{rule.replace('_', ' ')}: {eta} ({chosen['rule']}; {per})")
     return lines

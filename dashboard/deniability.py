@@ -51,10 +51,11 @@ def quantile_frame(report: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def box_chart(frame: pd.DataFrame, statistic: str, title: str, bound: float, bound_label: str) -> alt.LayerChart:
-    """Box plot per eta: 5-95% whiskers, 25-75% box, median tick, mean diamond, the bound dashed."""
+def box_chart(frame: pd.DataFrame, statistic: str, title: str, bound: float, bound_label: str,
+              parameter: str = "eta") -> alt.LayerChart:
+    """Box plot per parameter value: 5-95% whiskers, 25-75% box, median tick, mean diamond, the bound dashed."""
     data = frame[frame["statistic"] == statistic]
-    x = alt.X("eta:O", title="eta (larger = less noise)", sort=sorted(data["eta"].unique()))
+    x = alt.X("eta:O", title=f"{parameter} (larger = less noise)", sort=sorted(data["eta"].unique()))
     base = alt.Chart(data).encode(x=x, tooltip=["eta", "mean", "min", "q05", "q25", "median", "q75", "q95", "max"])
     whiskers = base.mark_rule().encode(y=alt.Y("q05:Q", title=title), y2="q95:Q")
     box = base.mark_bar(size=22, opacity=0.55).encode(y="q25:Q", y2="q75:Q")
@@ -104,9 +105,10 @@ def render_deniability(root: Path) -> None:
     )
     st.dataframe(selections_frame(report), hide_index=True, width="stretch")
     frame = quantile_frame(report)
+    parameter = report.get("parameter", "eta")
     left, right = st.columns(2)
     left.altair_chart(box_chart(frame, "n_w", f"N_w (of T = {trials})", bounds["max_unchanged"] * trials,
-                                f"bound {bounds['max_unchanged']:g}·T"), width="stretch")
+                                f"bound {bounds['max_unchanged']:g}·T", parameter), width="stretch")
     right.altair_chart(box_chart(frame, "s_w", "S_w (distinct outputs)", bounds["min_support"],
-                                 f"bound {bounds['min_support']}"), width="stretch")
+                                 f"bound {bounds['min_support']}", parameter), width="stretch")
     st.caption("Whiskers: 5-95% of tokens; box: 25-75%; black tick: median; diamond: mean.")

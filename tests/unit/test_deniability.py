@@ -170,7 +170,21 @@ def test_cli_defaults_are_the_library_defaults():
     assert options["tokens"] == str(den.DEFAULT_TOKENS) and options["trials"] == den.DEFAULT_TRIALS
     assert options["mechanism"] == den.DEFAULT_MECHANISM
     eta_help = inspect.signature(deniability_command).parameters["eta"].default.help
-    assert " ".join(f"{eta:g}" for eta in den.DEFAULT_ETAS) in eta_help
+    for grid in den.DEFAULT_PARAMETERS.values():
+        assert " ".join(f"{value:g}" for value in grid) in eta_help
+    assert den.DEFAULT_PARAMETERS[den.DEFAULT_MECHANISM] == den.DEFAULT_ETAS
     bounds = den.Thresholds()
     assert (options["max_unchanged"], options["min_support"], options["quantile"]) == (
         bounds.max_unchanged, bounds.min_support, bounds.quantile)
+
+
+def test_santext_statistics_follow_eps(space):
+    """SanText: unchanged releases grow with eps; outputs stay regular tokens; huge eps keeps every token."""
+    means = []
+    for eps in (0.5, 4.0, 1e6):
+        found = den.perturbation_statistics(space.candidates, space.table, space.candidates, [eps], TRIALS, 0,
+                                            mechanism="santext")[eps]
+        means.append(found[0].mean())
+    assert means[0] < means[1] < means[2] == TRIALS
+    outputs = den.santext_trials(space.candidates[:5], 50, space.table, space.candidates, 0.5, np.random.default_rng(0))
+    assert outputs.shape == (5, 50) and np.isin(outputs, space.candidates).all()
