@@ -54,7 +54,7 @@ def run(
     defense_args: str = typer.Option("", "--defense-args", help="Defense parameters, e.g. m=256,k=4."),
     attack: Optional[str] = typer.Option(None, help="Attack name; omit for utility only."),
     attack_args: str = typer.Option("", "--attack-args", help="Attack parameters, key=value,..."),
-    encoder: str = typer.Option("minilm", help="minilm (offline), mock (tests) or a Hugging Face hub id."),
+    encoder: str = typer.Option("minilm", help="minilm (offline), mock or mock-<d> (tests) or a hub id."),
     mode: str = typer.Option("frozen", help="frozen: cached features, head only; finetune: the encoder trains too."),
     train_args: str = typer.Option("", "--train-args", help="Server training overrides, e.g. epochs=10,lr=0.001."),
     n_train: Optional[int] = typer.Option(None, "--n-train", help="Training examples (default: the task's)."),

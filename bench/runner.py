@@ -122,6 +122,7 @@ def run_cell(spec: RunSpec) -> ResultRecord:
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):
             for name, value in attack.score(found, truth, public).items():
                 metrics[f"{prefix}/{spec.attack}/{name}"] = value
+        notes.update(getattr(attack, "run_notes", {}))  # what the attack measured about itself (speed, ...)
         notes["attacked_rows"] = int(len(release.owners))
         notes["attack_corpus_size"] = len(corpus)
 
