@@ -68,10 +68,13 @@ def match_gradients(model, observed: list[np.ndarray], target: np.ndarray, regre
 
 
 def _attack_one(args) -> tuple[np.ndarray, float]:
+    return match_gradients(*args)
+
+
+def _worker_start() -> None:
     import torch
 
-    torch.set_num_threads(1)
-    return match_gradients(*args)
+    torch.set_num_threads(1)  # each worker process runs one attack at a time on one thread
 
 
 def run_attacks(model, updates: list[list[np.ndarray]], targets: np.ndarray, regression: bool, masked: bool,
@@ -86,7 +89,8 @@ def run_attacks(model, updates: list[list[np.ndarray]], targets: np.ndarray, reg
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_worker_start) as pool:
             results = list(pool.map(_attack_one, jobs))
     minutes = (time.perf_counter() - started) / 60
     recovered = np.stack([r[0] for r in results]) if results else np.zeros((0, 0), dtype=np.float32)

@@ -62,6 +62,13 @@ def test_unmasked_mixing_still_hides_the_owner():
     assert success_rate(16, 2, False, 8) == 0.0  # the attack recovers the mixture, not x_1
 
 
+def test_parallel_workers_give_the_same_recoveries():
+    model, grads, targets, _ = updates(8, 1, False, 3)
+    one, _, _ = run_attacks(model, grads, targets, False, False, SETTINGS, workers=1)
+    two, _, _ = run_attacks(model, grads, targets, False, False, SETTINGS, workers=2)
+    assert np.array_equal(one, two)
+
+
 @pytest.mark.parametrize("args, message", [("attacks=0", "attacks must be >= 1"), ("threshold=0", "threshold"),
                                            ("line_search=wolfe", "strong_wolfe or none")])
 def test_bad_values_are_one_sentence_errors(args, message):
