@@ -9,6 +9,8 @@ trains its head; in ``finetune`` mode the encoder trains with its input embeddin
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -16,15 +18,32 @@ import numpy as np
 from bench.components import Cell, Defense, DefenseOutput
 from bench.data import flatten_segments
 from bench.errors import BenchError
-from bench.params import component_args
+from bench.params import added_later, component_args, require
 from bench.releases import Release, ReleaseKind
 
+ADAPTATIONS = ("vanilla", "prob", "denoising")
 
+
+@dataclass
 class InputDefense(Defense):
-    """A defense whose release replaces the encoder input (token ids or token vectors)."""
+    """A defense whose release replaces the encoder input (token ids or token vectors).
+
+    ``adapt`` composes the mechanism with privacy-adaptive pretraining of the server's encoder
+    (Qu et al. 2021 §3.4, bench.adaptation): before training its head, the server further pretrains
+    its masked LM on public text privatized by this same mechanism and parameter, with the token
+    embedding table frozen, and encodes the releases with the adapted encoder.
+    """
 
     release_kind: ClassVar[ReleaseKind] = ReleaseKind.TEXT
     releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
+
+    adapt: str = added_later("")  # privacy-adaptive pretraining: vanilla, prob or denoising MLM; empty = none
+    adapt_steps: int = added_later(300)  # its optimizer steps on privatized public text (a CPU budget)
+
+    def __post_init__(self) -> None:
+        require(self.adapt in ("", *ADAPTATIONS),
+                f"adapt must be vanilla, prob or denoising (or empty), got '{self.adapt}'.")
+        require(self.adapt_steps >= 1, f"adapt_steps must be >= 1, got {self.adapt_steps}.")
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -57,6 +76,9 @@ class InputDefense(Defense):
 
         seed, config = cell.spec.seed, cell.training
         encoder = cell.encoder if config.mode == "frozen" else cell.fresh_encoder()
+        adaptation = {}
+        if self.adapt:
+            encoder, adaptation = self._adapted_encoder(cell)
         if getattr(encoder, "tokenizer", None) is None:
             raise BenchError(
                 f"{type(self).registry_name} perturbs tokens and needs a real encoder "
@@ -89,6 +111,28 @@ class InputDefense(Defense):
                     "mechanism": self.public_mechanism()},
         )
         notes = {"released_tokens": int(sum(len(x) for x in eval_ids)), "token_space": space.format,
-                 **self.describe(encoder.dim)}
+                 **self.describe(encoder.dim), **adaptation}
         return DefenseOutput(cell.task.score(predictions, cell.data.eval.labels), {self.release_kind: release},
                              notes, encoder)
+
+    def _adapted_encoder(self, cell: Cell):
+        """The server's encoder after privacy-adaptive pretraining (cached), and what the record says of it.
+
+        One checkpoint serves every run seed (adaptation seed 0), as the paper pretrains once.
+        """
+        from bench.adaptation import AdaptationConfig, adapt_encoder
+        from bench.encoders import Encoder
+
+        spec = cell.spec
+        if getattr(self, "vectors", ""):
+            raise BenchError("privacy-adaptive pretraining works in the encoder's WordPiece space; drop vectors= "
+                             "or adapt=.")
+        path = adapt_encoder(self, spec.encoder, AdaptationConfig(self.adapt, self.adapt_steps), spec.device)
+        info = json.loads((path / "adaptation.json").read_text(encoding="utf-8"))
+        encoder = Encoder(str(path), spec.device, spec.pooling, spec.max_length, cache=cell.training.mode == "frozen")
+        encoder.revision = f"adapted-{info['key']}"
+        notes = {f"adaptation_{k}": info[k] for k in ("objective", "corpus", "head", "mlm_top1_before",
+                                                       "mlm_top1_after", "sequences_per_s", "privatize_share")
+                 if k in info}
+        notes["adaptation_objective"] = self.adapt
+        return encoder, notes

@@ -39,6 +39,7 @@ METRICS: dict[str, MetricInfo] = {
     ),
     "success_rate": MetricInfo(True, "fraction of attacks whose recovered representation has MSE <= the threshold"),
     "mse": MetricInfo(False, "mean squared error of the recovered representation (lower = closer)"),
+    "mlm_top1": MetricInfo(True, "the attacker's masked LM: top-1 accuracy at masked held-out public text"),
 }
 
 

@@ -45,6 +45,7 @@ class EtaParameter:
 
     def __post_init__(self) -> None:
         require(self.eta > 0, f"{self.registry_name} eta must be > 0, got {self.eta}.")
+        getattr(super(), "__post_init__", lambda: None)()  # InputDefense checks its adaptation settings
 
     def describe(self, dim):
         """The mean noise radius n/eta, to read eta against the representation's scale."""

@@ -47,6 +47,7 @@ class ExponentialSanitizer(InputDefense):
     def __post_init__(self) -> None:
         require(self.eps > 0, f"{self.registry_name} eps must be > 0, got {self.eps}.")
         self.sensitive: np.ndarray | None = None
+        super().__post_init__()
 
     def fit(self, ids, space):
         """V_S: the least frequent fraction w of the vocabulary V by the client's own token counts.
