@@ -1,5 +1,11 @@
 """Integration tests use the real offline encoder and real data from BENCH_DATA_DIR."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from bench.data import data_dir
@@ -33,3 +39,13 @@ def defense_release(defense: str, defense_args: dict, seed: int, n_train: int = 
     output = build_component(DEFENSES.get(defense), spec.defense_args).run(cell)
     (release,) = output.releases.values()
     return [x.tolist() for x in release.data]
+
+
+def bench_run(*args, results, timeout: int = 900) -> dict:
+    """``bench run ... --json`` in a subprocess, as a user runs it; returns the printed record."""
+    command = [sys.executable, "-c", "from bench.cli import main; main()", "run", *args,
+               "--results-dir", str(results), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2],
+                          timeout=timeout, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

@@ -5,24 +5,15 @@ frozen 384-dimensional MiniLM, and the slices are small.
 """
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from bench.runner import make_spec, run_cell
+from tests.integration.conftest import bench_run as run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 SLICE = ["--n-train", "1500", "--n-eval", "300", "--train-args", "epochs=2"]
 
 
 def bench_run(*args, results):
-    command = [sys.executable, "-c", "from bench.cli import main; main()", "run", *args, *SLICE,
-               "--results-dir", str(results), "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_cli(*args, *SLICE, results=results)
 
 
 def test_inter_texthide_against_reprecon_writes_a_record(tmp_path):

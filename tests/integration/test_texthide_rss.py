@@ -6,16 +6,12 @@ slices instead of whole datasets).
 """
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from bench.runner import make_spec, run_cell
+from tests.integration.conftest import bench_run
 
-ROOT = Path(__file__).resolve().parents[2]
 PATTERN_SLICE = {"n_train": 2000, "n_eval": 500, "training_args": "epochs=1"}  # utility not checked here
 
 
@@ -33,15 +29,6 @@ def test_table3_pattern(task):
         gap = abs(texthide[f"privacy/rss/{metric}"] - texthide[f"random/rss/{metric}"])
         assert gap <= 0.03, f"{metric}: TextHide {gap:.3f} away from random"
     assert texthide["privacy/rss/identity"] < mix_only["privacy/rss/identity"] < baseline["privacy/rss/identity"]
-
-
-def bench_run(*args, results):
-    command = [sys.executable, "-c", "from bench.cli import main; main()", "run", *args,
-               "--results-dir", str(results), "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def test_main_job_acceptance(tmp_path):
