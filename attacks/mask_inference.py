@@ -1,31 +1,45 @@
-"""Mask token inference: mask each released token and let a masked LM guess the original.
+"""Mask token inference: mask each released token in turn and let a masked LM guess the original.
 
 Paper: Xiang Yue, Minxin Du, Tianhao Wang, Yaliang Li, Huan Sun, Sherman S. M. Chow. "Differential
-Privacy for Text Analytics via Natural Text Sanitization." Findings of ACL 2021 (the mask token
-inference attack of their privacy experiments).
-Threat model: the adversary holds a released (sanitized) text and a masked LM — a public checkpoint,
-or a privacy-adapted one (``checkpoint``), to measure whether adaptation helps the attacker too. For
-each position it masks the released token and takes the MLM's most probable regular token as its
-guess of the original; the context is the rest of the released text. Metric ``token_accuracy``: the
-fraction of the evaluation set's tokens recovered at their position. ``mlm_top1`` states the MLM's
-strength: its masked-token top-1 accuracy on 200 held-out SQuAD sentences (public text, not any GLUE
-evaluation data); the head it uses goes to the record's notes. With ``max_sentences`` the metric is
-over the first N released sentences only.
+Privacy for Text Analytics via Natural Text Sanitization." Findings of ACL 2021 (their mask token
+inference attack).
+Threat model: the adversary holds a released (sanitized) text and a public masked LM — a hub checkpoint
+with its pretrained head, minilm with a fresh head tied to its input embeddings, or a saved (e.g.
+privacy-adapted) MLM (``checkpoint``) — and the public token space the release was made in. For each
+position of each released sentence it replaces the released token by [MASK] (one model row per
+position; the context is the rest of the released sentence, and for a sentence pair the partner
+sentence too) and takes the MLM's most probable regular token as its guess of the original token
+(in a word-vector space: the most probable whole-word token that is a word of the space). Metric
+``token_accuracy``: the fraction of the evaluation release's true (regular) tokens recovered at their
+position, the truth tokenised in the public token space as for ``inversion``; with ``max_sentences``
+it is over the first N released sentences only (a pair counts as two). ``mlm_top1`` states the MLM's
+strength: its BERT-masked top-1 accuracy on a fixed held-out slice of public text (200 SQuAD
+sentences, CoNLL-03 when the task is SQuAD; no public corpus used for pretraining contains them); the
+MLM's head kind goes to the record's notes (``mlm_head``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
-from attacks.inversion import TokenGuesses, _hits, _released_ids
+from attacks.inversion import TokenGuesses, _hits
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
 from bench.data import flatten_segments
-from bench.token_space import space_for
+from bench.token_space import WORD, space_for
 
-HELD_OUT = 200  # public sentences that measure the MLM (SQuAD contexts)
+HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.public_corpus.held_out)
+UNMAPPED = -2  # a guess that is no token of the space: never equals a true id (a missing word is -1)
+
+
+@dataclass
+class MaskGuesses(TokenGuesses):
+    """Guessed ids per attacked sentence; ``random`` marks the random-guess reference (no MLM behind it)."""
+
+    random: bool = False
 
 
 @register_attack("mask-inference")
@@ -35,66 +49,167 @@ class MaskInference(Attack):
 
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
 
-    mlm: str = "minilm"  # the attacker's masked LM: a hub id with its head, or minilm with a fresh tied head
-    checkpoint: str = ""  # a saved (privacy-adapted) MLM directory to use instead of ``mlm``
+    mlm: str = "minilm"  # the attacker's masked LM: a hub id with its pretrained head, or minilm with a fresh tied head
+    checkpoint: str = ""  # a directory saved by bench.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
     batch_size: int = 64  # masked rows per forward pass
-    max_sentences: int = 0  # attack only the first N released sentences (0 = all)
+    max_sentences: int = 0  # attack only the first N released sentences (0 = all); the metric is over those
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, f"mask-inference batch_size must be >= 1, got {self.batch_size}.")
         require(self.max_sentences >= 0, f"mask-inference max_sentences must be >= 0, got {self.max_sentences}.")
+        require(not self.checkpoint or Path(self.checkpoint).expanduser().is_dir(),
+                f"mask-inference checkpoint '{self.checkpoint}' is not a directory saved by bench.mlm "
+                "(MaskedLM.save); leave it empty to use mlm.")
         self.run_notes: dict = {}
         self._model = None
         self._top1: float | None = None
+        self._top1_note: dict = {}
 
-    def _load(self):
+    def _load(self, public: PublicKnowledge):
         from bench.mlm import load_mlm
 
         if self._model is None:
-            self._model = load_mlm(self.checkpoint or self.mlm)
+            name = str(Path(self.checkpoint).expanduser()) if self.checkpoint else self.mlm
+            self._model = load_mlm(name, getattr(public.encoder, "device", "cpu"))
         return self._model
 
-    def _segments(self, release: Release, public: PublicKnowledge) -> tuple[list[np.ndarray], object]:
-        space = space_for(release.public, public.encoder)
-        require(space.format == "wordpiece", f"mask-inference needs a WordPiece release, not {space.format}.")
-        released = _released_ids(release, space)
+    def _segments(self, release: Release, space) -> tuple[list, list]:
+        """The attacked segments (ids or strings) and, for a pair, the partner segment and which comes first."""
+        items = list(release.data)
+        flat, _ = flatten_segments(items)
+        if items and isinstance(items[0], tuple):  # (partner segment, whether the attacked one comes first)
+            partners = [(flat[i + 1], True) if i % 2 == 0 else (flat[i - 1], False) for i in range(len(flat))]
+        else:
+            partners = [None] * len(flat)
         if self.max_sentences:
-            released = released[: self.max_sentences]
-        return released, space
+            flat, partners = flat[: self.max_sentences], partners[: self.max_sentences]
+        return flat, partners
 
-    def attack(self, release: Release, public: PublicKnowledge) -> TokenGuesses:
-        """The MLM's guess at every position of every released sentence."""
-        from bench.mlm import predict_masked
+    def attack(self, release: Release, public: PublicKnowledge) -> MaskGuesses:
+        """The MLM's guess at every position of every attacked released sentence."""
+        from bench.mlm import top1_at
 
-        released, space = self._segments(release, public)
-        mlm = self._load()
-        rows, positions = [], []
-        for ids in released:
-            for position in range(len(ids)):
-                masked = np.array(ids, dtype=np.int64)
-                masked[position] = mlm.tokenizer.mask_token_id
-                rows.append(masked)
-                positions.append(position)
-        found = predict_masked(mlm, rows, np.asarray(positions), self.batch_size) if rows else np.zeros(0, np.int64)
-        bounds = np.cumsum([0] + [len(ids) for ids in released])
-        self.run_notes = {"mlm": self.checkpoint or self.mlm, "mlm_head": mlm.head, "masked_positions": len(rows)}
-        return TokenGuesses({"token_accuracy": [found[a:b] for a, b in zip(bounds, bounds[1:])]}, space)
+        space = space_for(release.public, public.encoder)
+        mlm = self._load(public)
+        units = _Units(space, mlm)
+        segments, partners = self._segments(release, space)
+        max_length = int(getattr(public.encoder, "max_length", 128))
+        rows, types, where, lengths = [], [], [], []
+        for segment, partner in zip(segments, partners):
+            pieces = units.pieces(segment)
+            context = None if partner is None else np.concatenate(units.pieces(partner[0]) or [np.zeros(0, np.int64)])
+            first = partner is None or partner[1]
+            lengths.append(len(pieces))
+            for position in range(len(pieces)):
+                row, token_types, at = _masked_row(pieces, position, context, first, mlm.tokenizer, max_length)
+                rows.append(row)
+                types.append(token_types)
+                where.append(np.array([at]))
+        found = top1_at(mlm, rows, types, where, units.allowed, self.batch_size,
+                        f"mask-inference on {len(rows)} positions") if rows else []
+        flat = units.to_space(np.concatenate(found) if found else np.zeros(0, dtype=np.int64))
+        bounds = np.cumsum([0, *lengths])
+        self.run_notes = {"mlm": self.checkpoint or self.mlm, "mlm_head": mlm.head, "masked_positions": len(rows),
+                          "attacked_sentences": len(segments), **self._top1_note}
+        return MaskGuesses({"token_accuracy": [flat[a:b] for a, b in zip(bounds, bounds[1:])]}, space)
 
-    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> TokenGuesses:
-        """A uniformly drawn regular token at every position."""
-        released, space = self._segments(release, public)
-        return TokenGuesses({"token_accuracy": [rng.choice(space.candidates, size=len(x)) for x in released]}, space)
+    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> MaskGuesses:
+        """A uniformly drawn regular token (a word of a word space) at every attacked position."""
+        space = space_for(release.public, public.encoder)
+        segments, _ = self._segments(release, space)
+        shapes = space.client_ids(segments) if segments and isinstance(segments[0], str) else segments
+        return MaskGuesses({"token_accuracy": [rng.choice(space.candidates, size=len(x)) for x in shapes]}, space,
+                           random=True)
 
-    def score(self, guesses: TokenGuesses, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
-        """Fraction of the original tokens recovered, and the MLM's held-out top-1 accuracy."""
-        from bench.mlm import masked_token_accuracy
-        from bench.public_corpus import public_corpus
-
+    def score(self, guesses: MaskGuesses, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
+        """Fraction of the attacked sentences' true tokens recovered; and (not for the random reference) the
+        MLM's top-1 accuracy on held-out public text."""
         found = guesses.by_metric["token_accuracy"]
-        true_ids = guesses.space.client_ids(flatten_segments(truth.texts)[0])[: len(found)]
+        true_ids = guesses.space.client_ids(flatten_segments(truth.texts)[0][: len(found)])
         total = sum(len(t) for t in true_ids)
-        if self._top1 is None:  # measured once per attack, reported beside the privacy and the random scores
-            held_out, _, _ = public_corpus("squad", public.task, HELD_OUT, seed=0)
-            self._top1 = masked_token_accuracy(self._load(), held_out)
-        return {"token_accuracy": _hits(found, true_ids) / total if total else 0.0, "mlm_top1": self._top1}
+        scores = {"token_accuracy": _hits(found, true_ids) / total if total else 0.0}
+        if not guesses.random:
+            scores["mlm_top1"] = self._held_out_top1(public)
+        return scores
 
+    def _held_out_top1(self, public: PublicKnowledge) -> float:
+        """Measured once per attack object, on the same held-out sentences for every run."""
+        from bench.mlm import masked_token_accuracy
+        from bench.public_corpus import held_out
+
+        if self._top1 is None:
+            texts, description, _ = held_out(public.task, HELD_OUT_SENTENCES)
+            self._top1 = masked_token_accuracy(self._load(public), texts, seed=0)
+            self._top1_note = {"mlm_top1_text": description}
+        self.run_notes.update(self._top1_note)
+        return self._top1
+
+
+class _Units:
+    """How released sentences become MLM input: one unit (a run of WordPiece ids) per token of the space,
+    and how the MLM's guesses map back into the space."""
+
+    def __init__(self, space, mlm) -> None:
+        from bench.errors import BenchError
+
+        self.space, self.tokenizer = space, mlm.tokenizer
+        if space.format == "wordpiece":
+            if space.encoder.tokenizer.get_vocab() != mlm.tokenizer.get_vocab():
+                raise BenchError(f"mask-inference: the MLM '{mlm.name}' has another WordPiece vocabulary than the "
+                                 f"release's encoder '{space.encoder.name}'; choose an MLM with the same tokenizer.")
+            self.allowed = mlm.regular
+            self.lookup = None
+            return
+        # word space: whole-word regular tokens that are words of the space, mapped to their word ids
+        vocabulary = mlm.tokenizer.get_vocab()
+        ids, words = [], []
+        for token, token_id in vocabulary.items():
+            word = space.index.get(token, space.index.get(token.lower(), -1))
+            if word >= 0 and not token.startswith("##"):
+                ids.append(token_id)
+                words.append(word)
+        keep = np.isin(ids, mlm.regular)
+        if not keep.any():
+            raise BenchError(f"mask-inference: no token of the MLM '{mlm.name}' is a word of {space.path}.")
+        self.allowed = np.asarray(ids)[keep]
+        self.lookup = np.full(max(vocabulary.values()) + 1, UNMAPPED, dtype=np.int64)
+        self.lookup[self.allowed] = np.asarray(words)[keep]
+
+    def pieces(self, segment) -> list[np.ndarray]:
+        """One array of WordPiece ids per token of the space in a released segment."""
+        if self.lookup is None:
+            ids = self.space.client_ids([segment])[0] if isinstance(segment, str) else np.asarray(segment)
+            return [np.array([i], dtype=np.int64) for i in ids]
+        words = WORD.findall(segment)
+        encoded = self.tokenizer(words, add_special_tokens=False)["input_ids"] if words else []
+        return [np.asarray(x or [self.tokenizer.unk_token_id], dtype=np.int64) for x in encoded]
+
+    def to_space(self, guesses: np.ndarray) -> np.ndarray:
+        """WordPiece guesses as ids of the space."""
+        return guesses if self.lookup is None else self.lookup[guesses]
+
+
+def _masked_row(pieces: list[np.ndarray], position: int, partner: np.ndarray | None, first: bool, tokenizer,
+                max_length: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """[CLS] a [SEP] (b [SEP]) with one [MASK] in the attacked segment, its token types and the [MASK]'s index.
+
+    The partner (the other sentence of a pair) keeps its place, first or second, when both fit in
+    ``max_length``; otherwise the attacked segment stands alone, cut to a window around the masked token
+    if it is longer than the budget.
+    """
+    before = np.concatenate(pieces[:position] or [np.zeros(0, np.int64)])
+    after = np.concatenate(pieces[position + 1 :] or [np.zeros(0, np.int64)])
+    own = np.concatenate([before, [tokenizer.mask_token_id], after]).astype(np.int64)
+    at = len(before)
+    if partner is not None and len(own) + len(partner) + 3 <= max_length:
+        a, b = (own, partner) if first else (partner, own)
+        row = np.concatenate([[tokenizer.cls_token_id], a, [tokenizer.sep_token_id], b,
+                              [tokenizer.sep_token_id]]).astype(np.int64)
+        types = np.concatenate([np.zeros(len(a) + 2, np.int64), np.ones(len(b) + 1, np.int64)])
+        return row, types, at + 1 if first else len(partner) + 2 + at
+    budget = max_length - 2
+    if len(own) > budget:
+        start = min(max(0, at - budget // 2), len(own) - budget)
+        own, at = own[start : start + budget], at - start
+    row = np.concatenate([[tokenizer.cls_token_id], own, [tokenizer.sep_token_id]]).astype(np.int64)
+    return row, np.zeros(len(row), np.int64), at + 1

@@ -1,0 +1,122 @@
+"""Mask-token inference with the real offline encoder on small SST-2 slices.
+
+Offline the attacker's MLM is minilm with a fresh, untrained head tied to its input embeddings: it
+recovers next to nothing, from raw text as from sanitized text (measured: token accuracy 0.000 on the
+718 raw tokens of 30 SST-2 sentences, as on SanText eps=4 and as the random guess; held-out masked-token
+top-1 0.000 at 950 masked positions). These tests therefore check what holds for it —
+the runs, the record stating the weak head, the attack's assembly of masked rows against an independent
+forward pass — and leave the ranking raw text > SanText > random guess to a pretrained head, where the
+hub is reachable (skipped offline).
+"""
+
+import numpy as np
+import pytest
+
+from bench import Release, ReleaseKind
+from bench.components import PublicKnowledge
+from bench.params import build_component
+from bench.registry import ATTACKS, TASKS
+from bench.runner import make_spec, run_cell
+from bench.token_space import WORD
+
+N_EVAL = 30  # evaluation sentences, all attacked
+
+
+def attack_cell(defense: str, defense_args: str = "", attack_args: str = ""):
+    spec = make_spec(task="sst2", defense=defense, defense_args=defense_args, attack="mask-inference",
+                     attack_args=f"max_sentences={N_EVAL}{',' if attack_args else ''}{attack_args}", n_train=40,
+                     n_eval=N_EVAL, training_args="epochs=1")
+    return run_cell(spec)
+
+
+@pytest.fixture(scope="module")
+def sst2():
+    return build_component(TASKS.get("sst2"), {}).load(40, N_EVAL, 0)
+
+
+def test_fresh_head_runs_against_raw_and_sanitized_text_and_the_record_says_it_is_untrained(sst2):
+    from bench.encoders import load_encoder
+    from bench.mechanisms import client_token_ids
+
+    raw, sanitized = attack_cell("none"), attack_cell("santext", "eps=4")
+    true_tokens = sum(len(x) for x in client_token_ids(load_encoder("minilm"), sst2.eval.texts))
+    for record in (raw, sanitized):
+        assert "fresh BERT-style head tied to minilm's input embeddings (untrained)" == record.notes["mlm_head"]
+        assert record.notes["masked_positions"] == true_tokens  # one masked row per released token
+        assert record.notes["attacked_sentences"] == N_EVAL and "held-out" in record.notes["mlm_top1_text"]
+        assert "random/mask-inference/mlm_top1" not in record.metrics  # the random reference has no MLM
+    top1 = raw.metrics["privacy/mask-inference/mlm_top1"]
+    assert top1 == sanitized.metrics["privacy/mask-inference/mlm_top1"] and top1 < 0.05  # a weak, untrained head
+    accuracy = raw.metrics["privacy/mask-inference/token_accuracy"]
+    assert accuracy < 0.05  # so weak that raw text gives it almost nothing: records must say which head
+    assert accuracy >= sanitized.metrics["privacy/mask-inference/token_accuracy"]
+
+
+def test_masked_rows_match_a_direct_forward_pass_for_sentences_and_pairs():
+    import torch
+
+    from bench.encoders import load_encoder
+
+    encoder = load_encoder("minilm")
+    texts = ["a gripping , funny film .", "the plot is thin but the cast is great"]
+    pairs = [("a gripping film .", "it is funny ."), ("the plot is thin", "but the cast is great")]
+    public = PublicKnowledge(encoder, [], "sst2")
+    attack = build_component(ATTACKS.get("mask-inference"), {"batch_size": 3})
+    single = attack.attack(Release(ReleaseKind.TEXT, texts, np.arange(2), {"defense": "none"}), public)
+    paired = attack.attack(Release(ReleaseKind.TEXT, pairs, np.arange(2), {"defense": "none"}), public)
+    wide = build_component(ATTACKS.get("mask-inference"), {}).attack(
+        Release(ReleaseKind.TEXT, texts, np.arange(2), {"defense": "none"}), public)
+    batched = zip(single.by_metric["token_accuracy"], wide.by_metric["token_accuracy"])
+    assert all(np.array_equal(a, b) for a, b in batched)  # batch size and padding change nothing
+
+    mlm, tokenizer = attack._model, encoder.tokenizer
+    regular = torch.as_tensor(mlm.regular)
+
+    def direct(first, second, segment, position):
+        batch = tokenizer(first, second, return_tensors="pt") if second else tokenizer(first, return_tensors="pt")
+        where = 1 + position + (0 if segment == 0 else len(tokenizer(first, add_special_tokens=False)["input_ids"]) + 1)
+        batch["input_ids"][0, where] = tokenizer.mask_token_id
+        with torch.inference_mode():
+            logits = mlm.model(**batch).logits[0, where]
+        return int(regular[logits[regular].argmax()])
+
+    assert [len(x) for x in single.by_metric["token_accuracy"]] == [6, 9]
+    for position in (0, 3, 5):
+        assert single.by_metric["token_accuracy"][0][position] == direct(texts[0], None, 0, position)
+    guesses = paired.by_metric["token_accuracy"]  # segments in turn: pair 0 first, pair 0 second, ...
+    assert [len(x) for x in guesses] == [4, 4, 4, 5]
+    assert guesses[2][1] == direct(*pairs[1], 0, 1) and guesses[3][4] == direct(*pairs[1], 1, 4)
+
+
+def test_word_space_release_is_guessed_in_words(tmp_path, sst2):
+    words = sorted({w.lower() for t in sst2.eval.texts for w in WORD.findall(t)})
+    path = tmp_path / "tiny.8d.txt"
+    rng = np.random.default_rng(0)
+    path.write_text("".join(f"{w} {' '.join(f'{v:.3f}' for v in rng.standard_normal(8))}\n" for w in words))
+    from bench.encoders import load_encoder
+    from bench.token_space import WordVectorSpace
+
+    released = list(sst2.eval.texts[:4])
+    release = Release(ReleaseKind.TEXT, released, np.arange(4), {"defense": "santext", "format": "words",
+                                                                    "vectors": str(path)})
+    attack = build_component(ATTACKS.get("mask-inference"), {})
+    guesses = attack.attack(release, PublicKnowledge(load_encoder("minilm"), [], "sst2"))
+    space = WordVectorSpace(str(path))
+    found = guesses.by_metric["token_accuracy"]
+    assert [len(x) for x in found] == [len(x) for x in space.client_ids(released)]
+    assert np.isin(np.concatenate(found), space.candidates).all()  # every guess is a word of the space
+
+
+def test_pretrained_head_ranks_raw_text_above_santext_above_random():
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained("bert-base-uncased")
+    except OSError:
+        pytest.skip("bert-base-uncased (a pretrained MLM head) needs the Hugging Face hub")
+    raw, sanitized = (attack_cell(d, a, "mlm=bert-base-uncased") for d, a in (("none", ""), ("santext", "eps=4")))
+    assert "pretrained MLM head" in raw.notes["mlm_head"] and raw.metrics["privacy/mask-inference/mlm_top1"] > 0.3
+    accuracy = raw.metrics["privacy/mask-inference/token_accuracy"]
+    assert accuracy > sanitized.metrics["privacy/mask-inference/token_accuracy"] + 0.1
+    assert sanitized.metrics["privacy/mask-inference/token_accuracy"] > \
+        sanitized.metrics["random/mask-inference/token_accuracy"]
