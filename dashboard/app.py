@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.store import ResultStore
+from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
 from dashboard.deniability import render_deniability
 from dashboard.sweeps import sweep_chart, sweeps
 
@@ -86,6 +87,20 @@ def render_sweeps(shown: pd.DataFrame, task: str) -> None:
             st.altair_chart(sweep_chart(rows, chosen), width="stretch")
 
 
+def render_adaptation(shown: pd.DataFrame, task: str) -> None:
+    """Utility gained by privacy-adaptive pretraining over the unadapted encoder, per privacy parameter."""
+    gains = adaptation_gains(shown)
+    if gains.empty:
+        return
+    st.subheader(f"Privacy-adaptive pretraining on {task}: utility gained over the unadapted encoder")
+    st.dataframe(gains.drop(columns=["task"]), hide_index=True, width="stretch")
+    for (defense, attack, metric), rows in gains.groupby(["defense", "attack", "metric"]):
+        parameter = sweep_parameter(rows)
+        if parameter is not None:
+            st.caption(f"{defense} ({metric}, cells attacked by {attack or 'no attack'})")
+            st.altair_chart(gain_chart(rows, parameter), width="stretch")
+
+
 def main() -> None:
     """The page: the leaderboard tab and the plausible deniability tab."""
     st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
@@ -145,6 +160,7 @@ def leaderboard(store: ResultStore) -> None:
         if chart is not None:
             st.altair_chart(chart, width="stretch")
     render_sweeps(shown, task)
+    render_adaptation(shown, task)
 
 
 main()

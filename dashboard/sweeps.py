@@ -29,22 +29,33 @@ def _number(text: str) -> float | None:
 def sweeps(board: pd.DataFrame) -> pd.DataFrame:
     """Rows of ``board`` that belong to a sweep, with ``parameter``, ``value`` and ``fixed`` columns."""
     parts = []
-    for _, rows in board.groupby(GROUP, dropna=False):
-        settings = {text: parse_args(text) for text in rows["defense_args"].unique()}
-        if len(settings) < 2:
-            continue
-        names = set().union(*(s.keys() for s in settings.values()))
-        varying = [n for n in sorted(names) if len({s.get(n) for s in settings.values()}) > 1]
-        if len(varying) != 1 or any(_number(s.get(varying[0], "")) is None for s in settings.values()):
-            continue
-        name = varying[0]
-        fixed = {text: ",".join(f"{k}={v}" for k, v in s.items() if k != name) for text, s in settings.items()}
-        parts.append(rows.assign(
-            parameter=name,
-            value=rows["defense_args"].map(lambda text: _number(settings[text][name])),
-            fixed=rows["defense_args"].map(fixed),
-        ))
+    for _, group in board.groupby(GROUP, dropna=False):
+        # settings that differ in a non-numeric argument (adapt=..., scheme=...) belong to different sweeps
+        kinds = group["defense_args"].map(
+            lambda text: ",".join(f"{k}={v}" for k, v in parse_args(text).items() if _number(v) is None))
+        for _, rows in group.groupby(kinds):
+            found = _sweep(rows)
+            if found is not None:
+                parts.append(found)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _sweep(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """``rows`` with the sweep columns, if its settings differ in exactly one numeric argument."""
+    settings = {text: parse_args(text) for text in rows["defense_args"].unique()}
+    if len(settings) < 2:
+        return None
+    names = set().union(*(s.keys() for s in settings.values()))
+    varying = [n for n in sorted(names) if len({s.get(n) for s in settings.values()}) > 1]
+    if len(varying) != 1 or any(_number(s.get(varying[0], "")) is None for s in settings.values()):
+        return None
+    name = varying[0]
+    fixed = {text: ",".join(f"{k}={v}" for k, v in s.items() if k != name) for text, s in settings.items()}
+    return rows.assign(
+        parameter=name,
+        value=rows["defense_args"].map(lambda text: _number(settings[text][name])),
+        fixed=rows["defense_args"].map(fixed),
+    )
 
 
 def sweep_chart(rows: pd.DataFrame, metrics: list[str]) -> alt.Chart:

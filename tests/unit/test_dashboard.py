@@ -167,3 +167,48 @@ def test_committed_deniability_analysis_renders(run_app):
     assert not app.exception
     assert not app.warning  # the committed file reads cleanly
     assert any("N_w" in chart.proto.spec for chart in app.get("vega_lite_chart"))
+
+
+def board_with_adaptation(root: Path) -> None:
+    """dchi-token at three etas, unadapted and adapted (denoising gains 0.1, vanilla loses 0.02)."""
+    store = ResultStore(root)
+    for seed in range(2):
+        for eta in (60.0, 120.0, 1000.0):
+            for adapt, shift in (("", 0.0), ("denoising", 0.1), ("vanilla", -0.02)):
+                args = {"eta": eta, **({"adapt": adapt} if adapt else {})}
+                spec = {**make_record().spec, "defense": "dchi-token", "defense_args": args, "attack": "inversion"}
+                store.append(make_record(seed, defense="dchi-token", config_hash=f"eta{eta}{adapt}", spec=spec,
+                                         metrics={"utility/accuracy": 0.5 + eta / 4000 + shift + seed / 100,
+                                                  "privacy/inversion/token_accuracy": min(1.0, eta / 200)}))
+    summarize(store)
+
+
+def test_adaptation_gains_pair_each_adapted_setting_with_its_unadapted_one(tmp_path):
+    import pandas as pd
+
+    from dashboard.adaptation import adaptation_gains, sweep_parameter
+    from dashboard.sweeps import sweeps
+
+    board_with_adaptation(tmp_path)
+    board = pd.read_csv(tmp_path / "leaderboard.csv", keep_default_na=False, na_values=[""])
+    gains = adaptation_gains(board)
+    assert len(gains) == 6 and set(gains["objective"]) == {"denoising", "vanilla"}
+    by_objective = gains.groupby("objective")["gain"]
+    assert by_objective.min()["denoising"] == pytest.approx(0.1) == by_objective.max()["denoising"]
+    assert by_objective.mean()["vanilla"] == pytest.approx(-0.02)
+    assert set(gains["mechanism"]) == {"eta=60.0", "eta=120.0", "eta=1000.0"} and sweep_parameter(gains) == "eta"
+    assert (gains["adapted_n"] == 2).all() and (gains["unadapted_n"] == 2).all()
+    found = sweeps(board)  # adapted and unadapted settings are separate eta sweeps, not one broken sweep
+    assert set(found["fixed"]) == {"", "adapt=denoising", "adapt=vanilla"}
+    assert adaptation_gains(board[~board["defense_args"].str.contains("adapt")]).empty
+
+
+def test_adaptation_section_charts_gain_against_eta(tmp_path, run_app):
+    board_with_adaptation(tmp_path)
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert any("Privacy-adaptive pretraining" in header.value for header in app.subheader)
+    chart = app.get("vega_lite_chart")[-1]
+    assert '"log"' in chart.proto.spec and "gained" in chart.proto.spec
+    data = "".join(d.data.data.decode("latin-1") for d in chart.proto.datasets)
+    assert "denoising" in data and "vanilla" in data
