@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 
 from bench.cache import cache_root
+from bench.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
 from bench.params import require
 
 OBJECTIVES = ("vanilla", "prob", "denoising")
-MASK_RATE, MAX_PREDICTIONS, MAX_LENGTH = 0.15, 20, 128  # Qu et al.'s pretraining settings
+VERSION = 2  # of the recipe, in the cache key (2: trains on the whole corpus, scores on held-out text)
 
 
 @dataclass(frozen=True)
@@ -64,21 +65,10 @@ class AdaptationConfig:
 def adaptation_key(encoder: str, mechanism: dict[str, Any], config: AdaptationConfig, corpus_hash: str) -> str:
     """The cache key of an adapted checkpoint (16 hex digits)."""
     payload = json.dumps({"encoder": encoder, "mechanism": mechanism, "config": asdict(config),
-                          "corpus": corpus_hash, "masking": [MASK_RATE, MAX_PREDICTIONS, MAX_LENGTH]},
+                          "corpus": corpus_hash, "masking": [MASK_RATE, MAX_PREDICTIONS, MAX_LENGTH],
+                          "version": VERSION},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
-
-
-def bert_mask(ids: np.ndarray, regular: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Positions to predict (15% of the regular tokens, at least 1, at most 20) and how each is
-    presented: 0 = [MASK], 1 = a random token, 2 = kept (80/10/10)."""
-    candidates = np.flatnonzero(np.isin(ids, regular))
-    if len(candidates) == 0:
-        return candidates, candidates
-    count = min(MAX_PREDICTIONS, max(1, int(round(MASK_RATE * len(candidates)))))
-    positions = np.sort(rng.choice(candidates, size=count, replace=False))
-    how = rng.choice(3, size=count, p=[0.8, 0.1, 0.1])
-    return positions, how
 
 
 class PrivatizedMLMBatches:
@@ -167,7 +157,7 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
     import torch
 
     from bench.mlm import load_mlm, masked_token_accuracy
-    from bench.public_corpus import public_corpus
+    from bench.public_corpus import held_out, public_corpus
     from bench.seeding import numpy_generator
     from bench.token_space import WordPieceSpace
 
@@ -182,14 +172,14 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
         return target
     mlm = load_mlm(encoder_name, device)
     space = WordPieceSpace(mlm.encoder)
-    held_out, train_sentences = sentences[:200], sentences[200:]
-    ids = [x for x in space.client_ids(train_sentences) if len(x)]
+    held_out_texts, held_out_description, _ = held_out()  # never part of a public corpus
+    ids = [x[: MAX_LENGTH - 2] for x in space.client_ids(sentences) if len(x)]
     defense.fit(ids, space)  # SanText+: the sensitive set of the public corpus
     rng = numpy_generator(config.seed, "adaptation", key)
     batches = PrivatizedMLMBatches(defense, space, mlm, ids, config.objective, config.k, rng)
     model = mlm.model
     model.get_input_embeddings().weight.requires_grad_(False)  # the user-side component
-    before = masked_token_accuracy(mlm, held_out, seed=config.seed)
+    before = masked_token_accuracy(mlm, held_out_texts, seed=config.seed)
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=config.lr)
     warmup = max(1, config.steps // 10)
@@ -212,13 +202,13 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
                 log(f"adaptation step {step}/{config.steps}: loss {loss.item():.3f}")
     seconds = time.perf_counter() - started
     model.eval()
-    after = masked_token_accuracy(mlm, held_out, seed=config.seed)
+    after = masked_token_accuracy(mlm, held_out_texts, seed=config.seed)
     mlm.head = f"{mlm.head.removesuffix(' (untrained)')}, trained by {config.objective} MLM adaptation " \
                f"({config.steps} steps)"
     info = {
         "key": key, "encoder": encoder_name, "mechanism": mechanism, "config": asdict(config),
         "corpus": corpus_description, "corpus_hash": corpus_hash, "head": mlm.head,
-        "mlm_top1_before": before, "mlm_top1_after": after, "held_out": "the corpus' first 200 sentences",
+        "mlm_top1_before": before, "mlm_top1_after": after, "held_out": held_out_description,
         "seconds": round(seconds, 1), "sequences_per_s": round(config.steps * config.batch_size / seconds, 2),
         "privatize_share": round(batches.privatize_seconds / seconds, 3),
     }
