@@ -107,7 +107,8 @@ class PrivatizedMLMBatches:
         released = self._private(originals)
         released_tokens = self._as_tokens(released)
         masks = [bert_mask(o, self.space.candidates, self.rng) for o in originals]
-        inputs, target_rows, target_cols, target_weights = [], [], [], []
+        inputs, target_rows, chosen_original, chosen_privatized = [], [], [], []
+        target_positions, target_cols, target_weights = [], [], []
         table = torch.as_tensor(self.space.table)
         for row, (original, out, tokens, (positions, how)) in enumerate(zip(originals, released, released_tokens,
                                                                            masks)):
@@ -120,23 +121,33 @@ class PrivatizedMLMBatches:
                     pieces[position] = torch.as_tensor(other, dtype=pieces.dtype)
             inputs.append(pieces.numpy())
             for position in positions:
-                weights = self._targets(int(original[position]), int(tokens[position]))
-                for token, weight in weights.items():
-                    target_rows.append((row, int(position) + 1))  # +1: [CLS] comes first
-                    target_cols.append(token)
-                    target_weights.append(weight)
+                target_rows.append((row, int(position) + 1))  # +1: [CLS] comes first
+                chosen_original.append(int(original[position]))
+                chosen_privatized.append(int(tokens[position]))
+        for (row, position), weights in zip(target_rows, self._targets(chosen_original, chosen_privatized)):
+            for token, weight in weights.items():
+                target_positions.append((row, position))
+                target_cols.append(token)
+                target_weights.append(weight)
         batch = self.mlm.encoder.model_inputs(inputs)
-        return batch, (np.array(target_rows), np.array(target_cols), np.array(target_weights, dtype=np.float32)), vocab
+        targets = (np.array(target_positions), np.array(target_cols), np.array(target_weights, dtype=np.float32))
+        return batch, targets, vocab
 
-    def _targets(self, original: int, privatized: int) -> dict[int, float]:
-        """The soft target of one masked position under the objective."""
+    def _targets(self, originals: list[int], privatized: list[int]) -> list[dict[int, float]]:
+        """The soft target of each masked position under the objective (prob: one mechanism call for all)."""
         if self.objective == "denoising":
-            return {original: 1.0}
+            return [{x: 1.0} for x in originals]
         if self.objective == "vanilla":
-            return {privatized: 1.0}
-        draws = self._as_tokens(self._private([np.full(self.k, original, dtype=np.int64)]))[0]
-        values, counts = np.unique(draws, return_counts=True)
-        return {int(v): c / self.k for v, c in zip(values, counts)}
+            return [{y: 1.0} for y in privatized]
+        if not originals:
+            return []
+        repeated = np.repeat(np.asarray(originals, dtype=np.int64), self.k)
+        draws = self._as_tokens(self._private([repeated]))[0].reshape(len(originals), self.k)
+        targets = []
+        for row in draws:
+            values, counts = np.unique(row, return_counts=True)
+            targets.append({int(v): c / self.k for v, c in zip(values, counts)})
+        return targets
 
 
 def soft_mlm_loss(logits, target_positions, target_tokens, target_weights):
@@ -151,58 +162,78 @@ def soft_mlm_loss(logits, target_positions, target_tokens, target_weights):
     return weighted.sum() / max(positions, 1)
 
 
-def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: str = "cpu",
-                  log=lambda message: None) -> Path:
+def mechanism_of(defense) -> dict[str, Any]:
+    """The defense's public mechanism: its name and parameters, without the adaptation settings."""
+    from bench.params import component_args
+
+    return {"defense": defense.registry_name,
+            **{k: v for k, v in component_args(defense).items() if not k.startswith("adapt")}}
+
+
+class Pretraining:
+    """One privacy-adaptive pretraining run in progress: the MLM, its privatized batches, its optimizer."""
+
+    def __init__(self, defense, encoder_name: str, config: AdaptationConfig, sentences: list[str], key: str,
+                 device: str = "cpu") -> None:
+        import torch
+
+        from bench.mlm import load_mlm
+        from bench.seeding import numpy_generator
+        from bench.token_space import WordPieceSpace
+
+        self.config, self.mlm = config, load_mlm(encoder_name, device)
+        space = WordPieceSpace(self.mlm.encoder)
+        self.ids = [x[: MAX_LENGTH - 2] for x in space.client_ids(sentences) if len(x)]
+        defense.fit(self.ids, space)  # SanText+: the sensitive set of the public corpus
+        self.rng = numpy_generator(config.seed, "adaptation", key)
+        self.batches = PrivatizedMLMBatches(defense, space, self.mlm, self.ids, config.objective, config.k, self.rng)
+        model = self.mlm.model
+        model.get_input_embeddings().weight.requires_grad_(False)  # the user-side component
+        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
+        warmup, steps = max(1, config.steps // 10), config.steps
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / (steps - warmup + 1))))
+
+    def step(self) -> float:
+        """One optimizer step on a fresh privatized, masked batch; returns the loss."""
+        rows = self.rng.choice(len(self.ids), size=min(self.config.batch_size, len(self.ids)), replace=False)
+        inputs, (positions, tokens, weights), _ = self.batches.batch(rows)
+        self.mlm.model.train()
+        loss = soft_mlm_loss(self.mlm.model(**inputs).logits, positions, tokens, weights)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.schedule.step()
+        return float(loss.detach())
+
+
+def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: str = "cpu") -> Path:
     """The adapted encoder's directory (``from_pretrained``-loadable), pretraining it if not cached."""
     import torch
 
-    from bench.mlm import load_mlm, masked_token_accuracy
+    from bench.mlm import masked_token_accuracy
+    from bench.progress import track
     from bench.public_corpus import held_out, public_corpus
-    from bench.seeding import numpy_generator
-    from bench.token_space import WordPieceSpace
 
     sentences, corpus_description, corpus_hash = public_corpus(config.corpus, None, config.corpus_size, config.seed)
-    from bench.params import component_args
-
-    mechanism = {"defense": defense.registry_name,
-                 **{k: v for k, v in component_args(defense).items() if not k.startswith("adapt")}}
+    mechanism = mechanism_of(defense)
     key = adaptation_key(encoder_name, mechanism, config, corpus_hash)
     target = cache_root() / "adapted" / key
     if (target / "adaptation.json").is_file():
         return target
-    mlm = load_mlm(encoder_name, device)
-    space = WordPieceSpace(mlm.encoder)
+    run = Pretraining(defense, encoder_name, config, sentences, key, device)
     held_out_texts, held_out_description, _ = held_out()  # never part of a public corpus
-    ids = [x[: MAX_LENGTH - 2] for x in space.client_ids(sentences) if len(x)]
-    defense.fit(ids, space)  # SanText+: the sensitive set of the public corpus
-    rng = numpy_generator(config.seed, "adaptation", key)
-    batches = PrivatizedMLMBatches(defense, space, mlm, ids, config.objective, config.k, rng)
-    model = mlm.model
-    model.get_input_embeddings().weight.requires_grad_(False)  # the user-side component
-    before = masked_token_accuracy(mlm, held_out_texts, seed=config.seed)
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(parameters, lr=config.lr)
-    warmup = max(1, config.steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (config.steps - step) / (config.steps - warmup + 1))))
-    model.train()
+    before = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)
     started = time.perf_counter()
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        for step in range(config.steps):
-            rows = rng.choice(len(ids), size=min(config.batch_size, len(ids)), replace=False)
-            inputs, (positions, tokens, weights), _ = batches.batch(rows)
-            logits = model(**inputs).logits
-            loss = soft_mlm_loss(logits, positions, tokens, weights)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            if step % 50 == 0:
-                log(f"adaptation step {step}/{config.steps}: loss {loss.item():.3f}")
+        for _ in track(range(config.steps), f"{config.objective} MLM adaptation ({defense.registry_name})",
+                       config.steps):
+            run.step()
     seconds = time.perf_counter() - started
-    model.eval()
-    after = masked_token_accuracy(mlm, held_out_texts, seed=config.seed)
+    run.mlm.model.eval()
+    after = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)
+    mlm = run.mlm
     mlm.head = f"{mlm.head.removesuffix(' (untrained)')}, trained by {config.objective} MLM adaptation " \
                f"({config.steps} steps)"
     info = {
@@ -210,7 +241,7 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
         "corpus": corpus_description, "corpus_hash": corpus_hash, "head": mlm.head,
         "mlm_top1_before": before, "mlm_top1_after": after, "held_out": held_out_description,
         "seconds": round(seconds, 1), "sequences_per_s": round(config.steps * config.batch_size / seconds, 2),
-        "privatize_share": round(batches.privatize_seconds / seconds, 3),
+        "privatize_share": round(run.batches.privatize_seconds / seconds, 3),
     }
     _save_atomically(mlm, info, target)
     return target

@@ -236,17 +236,41 @@ def perf(
     encoder: str = typer.Option("minilm", help="minilm (offline) or a Hugging Face hub id."),
     seed: int = typer.Option(0, help="Seed of the batch sample and of the mechanisms' randomness."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
+    adaptation: bool = typer.Option(False, "--adaptation", help="Time privacy-adaptive MLM pretraining instead: "
+                                    "sequences/s and the mechanism's share of a step, per mechanism and objective."),
+    objective: Optional[List[str]] = typer.Option(
+        None, "--objective", help="With --adaptation: vanilla, prob or denoising (repeatable; default all three)."),
+    steps: int = typer.Option(10, help="With --adaptation: timed pretraining steps after one warm-up step."),
+    batch_size: int = typer.Option(16, "--batch-size", help="With --adaptation: sequences per step."),
     plugin: Optional[List[Path]] = PluginOption,
 ) -> None:
     """Time each mechanism (tokens/s) against the float32 matrix-product ceiling of exact search."""
     from bench.perf import perf_table, run_perf, write_json
 
     _load_plugins(plugin)
+    if adaptation:
+        _perf_adaptation(defense, objective, defense_args, steps, batch_size, encoder, seed, json_path)
+        return
     report = run_perf(sentences, repeats, defense, defense_args, encoder, seed,
                       progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(perf_table(report))
     if json_path is not None:
         write_json(report, json_path)
+        out.print(f"wrote {json_path}", highlight=False)
+
+
+def _perf_adaptation(defense, objective, defense_args, steps, batch_size, encoder, seed, json_path) -> None:
+    import json
+
+    from bench.adaptation_perf import adaptation_table, run_adaptation_perf
+    from bench.perf import machine_info
+
+    rows = run_adaptation_perf(defense, objective, defense_args, steps, batch_size, encoder, seed,
+                               progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
+    (out if out.is_terminal else Console(width=160)).print(adaptation_table(rows))
+    if json_path is not None:
+        json_path.write_text(json.dumps({"machine": machine_info(), "encoder": encoder, "rows": rows}, indent=2,
+                                        default=str), encoding="utf-8")
         out.print(f"wrote {json_path}", highlight=False)
 
 

@@ -37,17 +37,6 @@ def client_token_ids(encoder, texts) -> list[np.ndarray]:
     return [ids[np.isin(ids, regular)] for ids in encoder.token_ids(list(texts))]
 
 
-def nearest_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Index of the row of ``table`` nearest (exact Euclidean) to each query, ``(len(queries),)``."""
-    import faiss
-
-    table = np.ascontiguousarray(table, dtype=np.float32)
-    index = faiss.IndexFlatL2(table.shape[1])
-    index.add(table)
-    _, found = index.search(np.ascontiguousarray(queries, dtype=np.float32), 1)
-    return found[:, 0]
-
-
 def _split(flat: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
     return np.split(flat, np.cumsum(lengths)[:-1]) if lengths else []
 
@@ -61,13 +50,38 @@ def dchi_token_vectors(
     return _split(noisy, [len(x) for x in ids])
 
 
+_CANDIDATE_INDEXES: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, object]] = {}
+CACHED_INDEXES = 4  # (table, candidates) pairs whose exact index is kept between calls
+
+
+def candidate_index(table: np.ndarray, candidates: np.ndarray):
+    """An exact faiss L2 index over ``table[candidates]``, built once per (table, candidates) pair of arrays.
+
+    Callers privatize many small batches against one table (pretraining, channel estimates): building the
+    index each time cost more than the search. The entry keeps both arrays, so their ids cannot be reused.
+    """
+    import faiss
+
+    key = (id(table), id(candidates))
+    hit = _CANDIDATE_INDEXES.get(key)
+    if hit is not None and hit[0] is table and hit[1] is candidates:
+        return hit[2]
+    index = faiss.IndexFlatL2(table.shape[1])
+    index.add(np.ascontiguousarray(table[candidates], dtype=np.float32))
+    if len(_CANDIDATE_INDEXES) >= CACHED_INDEXES:
+        _CANDIDATE_INDEXES.pop(next(iter(_CANDIDATE_INDEXES)))
+    _CANDIDATE_INDEXES[key] = (table, candidates, index)
+    return index
+
+
 def nearest_tokens(vectors: list[np.ndarray], table: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
     """Per sentence, the ``candidates`` id whose embedding is nearest (exactly) to each vector."""
     lengths = [len(x) for x in vectors]
     if not sum(lengths):
         return [np.zeros(0, dtype=np.int64) for _ in lengths]
-    chosen = candidates[nearest_rows(table[candidates], np.concatenate(vectors))]
-    return _split(chosen, lengths)
+    _, found = candidate_index(table, candidates).search(
+        np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32), 1)
+    return _split(candidates[found[:, 0]], lengths)
 
 
 def dchi_token_text(

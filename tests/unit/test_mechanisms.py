@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.mechanisms import dchi_noise, nearest_rows, regular_token_ids
+from bench.mechanisms import dchi_noise, nearest_tokens, regular_token_ids
 
 
 def test_dchi_noise_radius_and_direction():
@@ -28,11 +28,21 @@ def test_dchi_noise_rejects_nonpositive_eta():
         dchi_noise(1, 4, 0.0, np.random.default_rng(0))
 
 
-def test_nearest_rows_equals_brute_force():
+def test_nearest_tokens_equal_brute_force_and_reuse_one_index_per_table():
+    from bench.mechanisms import candidate_index
+
     rng = np.random.default_rng(0)
-    table, queries = rng.standard_normal((500, 32)), rng.standard_normal((200, 32)) * 2
-    brute = ((queries[:, None, :] - table[None]) ** 2).sum(-1).argmin(axis=1)
-    assert np.array_equal(nearest_rows(table, queries), brute)
+    table, candidates = rng.standard_normal((500, 32)), np.sort(rng.choice(500, size=300, replace=False))
+    queries = [rng.standard_normal((n, 32)) * 2 for n in (7, 0, 193)]
+    flat = np.concatenate(queries)
+    brute = candidates[((flat[:, None, :] - table[candidates][None]) ** 2).sum(-1).argmin(axis=1)]
+    found = nearest_tokens(queries, table, candidates)
+    assert [len(x) for x in found] == [7, 0, 193] and np.array_equal(np.concatenate(found), brute)
+    assert candidate_index(table, candidates) is candidate_index(table, candidates)
+    other = table[::-1].copy()  # another table: another index, never the cached one
+    assert candidate_index(other, candidates) is not candidate_index(table, candidates)
+    brute_other = candidates[((flat[:, None, :] - other[candidates][None]) ** 2).sum(-1).argmin(axis=1)]
+    assert np.array_equal(np.concatenate(nearest_tokens(queries, other, candidates)), brute_other)
 
 
 def test_regular_tokens_exclude_special_and_unused():
