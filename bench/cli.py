@@ -63,6 +63,8 @@ def run(
     seed: int = typer.Option(0, help="Seed of data sampling, mechanism randomness and training."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     grid: Optional[Path] = typer.Option(None, help="Run every cell of a grid YAML file (resumable)."),
+    shard: str = typer.Option("", help="With --grid: run only shard i/n (every n-th cell from the i-th), so n "
+                              "processes sharing one results folder split the grid."),
     check: bool = typer.Option(False, "--check", help="Smoke run on a few examples, one epoch; nothing saved."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON instead of a table."),
     save: bool = typer.Option(True, "--save/--no-save", help="Append the record to the results store."),
@@ -78,8 +80,10 @@ def run(
     if grid is not None:
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
-        _run_grid(grid, store)
+        _run_grid(grid, store, shard)
         return
+    if shard:
+        raise BenchError("--shard splits a grid; use it with --grid.")
     if check:
         n_train = CHECK_SIZES["n_train"] if n_train is None else n_train
         n_eval = CHECK_SIZES["n_eval"] if n_eval is None else n_eval
@@ -98,11 +102,15 @@ def run(
         _print_record(record, path)
 
 
-def _run_grid(grid: Path, store) -> None:
-    from bench.grid import load_grid, run_grid
+def _run_grid(grid: Path, store, shard: str = "") -> None:
+    from bench.grid import load_grid, run_grid, shard_of
 
     specs = load_grid(grid)
-    err.print(f"grid {grid}: {len(specs)} cells")
+    if shard:
+        total, specs = len(specs), shard_of(specs, shard)
+        err.print(f"grid {grid}: shard {shard.strip()}, {len(specs)} of {total} cells")
+    else:
+        err.print(f"grid {grid}: {len(specs)} cells")
 
     def report(spec, status: str) -> None:
         err.print(f"  {status:8} {spec.label()}", highlight=False)

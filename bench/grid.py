@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -85,6 +86,15 @@ def load_grid(path: str | Path) -> list[RunSpec]:
         except (TypeError, ValueError, AttributeError) as exc:
             raise BenchError(f"grid file {path} has invalid settings ({exc}).") from exc
     return specs
+
+
+def shard_of(specs: list[RunSpec], shard: str) -> list[RunSpec]:
+    """The cells of shard ``"i/n"``: every n-th cell from the i-th (1-based), so n processes split a grid."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", shard)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise BenchError(f"--shard must be i/n with 1 <= i <= n (e.g. 1/2), got '{shard}'.")
+    index, count = int(match.group(1)), int(match.group(2))
+    return specs[index - 1 :: count]
 
 
 def cell_key(spec: RunSpec) -> tuple[str, int, str]:

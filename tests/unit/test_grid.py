@@ -88,3 +88,29 @@ def test_grid_refuses_single_cell_flags(tiny_data, tmp_path):
 
     result = CliRunner().invoke(app, ["run", "--grid", str(write(tmp_path, GRID)), "--check"])
     assert result.exit_code == 2 and "--grid" in result.stderr
+
+
+def test_shards_split_a_grid_into_disjoint_parts_that_cover_it(tiny_data, tmp_path):
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+    from bench.grid import cell_key, shard_of
+
+    specs = load_grid(write(tmp_path, GRID))
+    parts = [shard_of(specs, f"{i}/3") for i in (1, 2, 3)]
+    assert sorted(len(p) for p in parts) == [1, 1, 2]
+    assert sorted(cell_key(s) for p in parts for s in p) == sorted(cell_key(s) for s in specs)
+    for bad in ("0/2", "3/2", "1/0", "half", ""):
+        with pytest.raises(BenchError, match="--shard must be i/n"):
+            shard_of(specs, bad)
+    runner, results = CliRunner(), tmp_path / "results"
+    first = runner.invoke(app, ["run", "--grid", str(write(tmp_path, GRID)), "--shard", "1/2",
+                                "--results-dir", str(results)])
+    assert first.exit_code == 0 and "shard 1/2, 2 of 4 cells" in first.stderr
+    assert len(ResultStore(results).read()[0]) == 2
+    second = runner.invoke(app, ["run", "--grid", str(write(tmp_path, GRID)), "--results-dir", str(results)])
+    assert second.exit_code == 0 and "ran 2 cells, skipped 2" in second.stdout
+    bad = runner.invoke(app, ["run", "--grid", str(write(tmp_path, GRID)), "--shard", "2/1"])
+    assert bad.exit_code == 2 and "--shard must be i/n" in bad.stderr
+    alone = runner.invoke(app, ["run", "--shard", "1/2"])
+    assert alone.exit_code == 2 and "use it with --grid" in alone.stderr
