@@ -207,15 +207,19 @@ class Pretraining:
         return float(loss.detach())
 
 
-def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: str = "cpu") -> Path:
-    """The adapted encoder's directory (``from_pretrained``-loadable), pretraining it if not cached."""
+def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: str = "cpu",
+                  task: str | None = None) -> Path:
+    """The adapted encoder's directory (``from_pretrained``-loadable), pretraining it if not cached.
+
+    The public corpus leaves out any source that is the evaluation data of ``task`` (the task measured).
+    """
     import torch
 
     from bench.mlm import masked_token_accuracy
     from bench.progress import track
     from bench.public_corpus import held_out, public_corpus
 
-    sentences, corpus_description, corpus_hash = public_corpus(config.corpus, None, config.corpus_size, config.seed)
+    sentences, corpus_description, corpus_hash = public_corpus(config.corpus, task, config.corpus_size, config.seed)
     mechanism = mechanism_of(defense)
     key = adaptation_key(encoder_name, mechanism, config, corpus_hash)
     target = cache_root() / "adapted" / key

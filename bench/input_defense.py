@@ -127,9 +127,21 @@ class InputDefense(Defense):
         if getattr(self, "vectors", ""):
             raise BenchError("privacy-adaptive pretraining works in the encoder's WordPiece space; drop vectors= "
                              "or adapt=.")
-        path = adapt_encoder(self, spec.encoder, AdaptationConfig(self.adapt, self.adapt_steps), spec.device)
+        path = adapt_encoder(self, spec.encoder, AdaptationConfig(self.adapt, self.adapt_steps), spec.device,
+                             spec.task)
         info = json.loads((path / "adaptation.json").read_text(encoding="utf-8"))
-        encoder = Encoder(str(path), spec.device, spec.pooling, spec.max_length, cache=cell.training.mode == "frozen")
+        from transformers.utils import logging as hf_logging
+
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the saved MLM head is unused and the pooler absent: both expected
+        try:
+            encoder = Encoder(str(path), spec.device, spec.pooling, spec.max_length,
+                              cache=cell.training.mode == "frozen")
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        pooler, original = (getattr(getattr(e, "model", None), "pooler", None) for e in (encoder, cell.encoder))
+        if pooler is not None and original is not None:
+            pooler.load_state_dict(original.state_dict())  # MLM pretraining never touches (nor saves) it
         encoder.revision = f"adapted-{info['key']}"
         notes = {f"adaptation_{k}": info[k] for k in ("objective", "corpus", "head", "mlm_top1_before",
                                                        "mlm_top1_after", "sequences_per_s", "privatize_share")

@@ -54,3 +54,15 @@ def test_mask_inference_runs_against_text_releases(defense):
     assert 0 <= record.metrics["privacy/mask-inference/token_accuracy"] <= 1
     assert 0 <= record.metrics["privacy/mask-inference/mlm_top1"] <= 1
     assert "untrained" in record.notes["mlm_head"]  # the offline MLM says it is weak
+
+
+def test_an_adapted_encoder_feeds_a_cell_and_the_record_names_it(cache):
+    spec = make_spec(defense="dchi-token", defense_args="eta=60,adapt=denoising,adapt_steps=2", attack="inversion",
+                     n_train=60, n_eval=20, training_args="epochs=1")
+    record = run_cell(spec)
+    notes = record.notes
+    assert notes["adaptation_objective"] == "denoising" and "trained by denoising MLM" in notes["adaptation_head"]
+    assert 0 <= notes["adaptation_mlm_top1_after"] <= 1 and 0 <= notes["adaptation_privatize_share"] < 1
+    assert "SQuAD" in notes["adaptation_corpus"] and "left out" not in notes["adaptation_corpus"]  # not SST-2 data
+    assert record.versions["encoder"].startswith("minilm@adapted-")
+    assert len(list((cache / "adapted").iterdir())) == 1  # one checkpoint, cached for the next cell
