@@ -50,28 +50,47 @@ def dchi_token_vectors(
     return _split(noisy, [len(x) for x in ids])
 
 
-_CANDIDATE_INDEXES: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, object]] = {}
-CACHED_INDEXES = 4  # (table, candidates) pairs whose exact index is kept between calls
+_BUILT: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray, object]] = {}
+CACHED_BUILDS = 8  # (kind, table, candidates) entries kept between calls
+
+
+def _built_once(kind: str, table: np.ndarray, candidates: np.ndarray, build):
+    """``build()`` for this (table, candidates) pair of arrays, kept between calls.
+
+    Callers privatize many small batches against one table (pretraining, channel estimates): rebuilding an
+    index or a gathered table each time cost more than the search. The entry keeps both arrays, so their
+    ids cannot be reused by other arrays while it lives.
+    """
+    key = (kind, id(table), id(candidates))
+    hit = _BUILT.get(key)
+    if hit is not None and hit[0] is table and hit[1] is candidates:
+        return hit[2]
+    value = build()
+    if len(_BUILT) >= CACHED_BUILDS:
+        _BUILT.pop(next(iter(_BUILT)))
+    _BUILT[key] = (table, candidates, value)
+    return value
 
 
 def candidate_index(table: np.ndarray, candidates: np.ndarray):
-    """An exact faiss L2 index over ``table[candidates]``, built once per (table, candidates) pair of arrays.
+    """An exact faiss L2 index over ``table[candidates]``, built once per (table, candidates) pair."""
 
-    Callers privatize many small batches against one table (pretraining, channel estimates): building the
-    index each time cost more than the search. The entry keeps both arrays, so their ids cannot be reused.
-    """
-    import faiss
+    def build():
+        import faiss
 
-    key = (id(table), id(candidates))
-    hit = _CANDIDATE_INDEXES.get(key)
-    if hit is not None and hit[0] is table and hit[1] is candidates:
-        return hit[2]
-    index = faiss.IndexFlatL2(table.shape[1])
-    index.add(np.ascontiguousarray(table[candidates], dtype=np.float32))
-    if len(_CANDIDATE_INDEXES) >= CACHED_INDEXES:
-        _CANDIDATE_INDEXES.pop(next(iter(_CANDIDATE_INDEXES)))
-    _CANDIDATE_INDEXES[key] = (table, candidates, index)
-    return index
+        index = faiss.IndexFlatL2(table.shape[1])
+        index.add(np.ascontiguousarray(table[candidates], dtype=np.float32))
+        return index
+
+    return _built_once("faiss", table, candidates, build)
+
+
+def candidate_rows(table: np.ndarray, candidates: np.ndarray):
+    """``table[candidates]`` as a contiguous torch tensor, gathered once per (table, candidates) pair."""
+    import torch
+
+    return _built_once("rows", table, candidates,
+                       lambda: torch.from_numpy(np.ascontiguousarray(table[candidates])))
 
 
 def nearest_tokens(vectors: list[np.ndarray], table: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
@@ -134,7 +153,7 @@ def exponential_sample(
     distinct, inverse = np.unique(tokens, return_inverse=True)
     by_row = np.argsort(inverse, kind="stable")  # occurrences grouped by distinct token
     row_starts = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(distinct)))])
-    target = torch.from_numpy(np.ascontiguousarray(table[candidates]))
+    target = candidate_rows(table, candidates)
     width = len(candidates)
     for first in range(0, len(distinct), chunk):
         rows = distinct[first : first + chunk]
