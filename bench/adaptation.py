@@ -226,7 +226,7 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
     if (target / "adaptation.json").is_file():
         return target
     run = Pretraining(defense, encoder_name, config, sentences, key, device)
-    held_out_texts, held_out_description, _ = held_out()  # never part of a public corpus
+    held_out_texts, held_out_description, _ = held_out(task)  # never part of a public corpus
     before = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)
     started = time.perf_counter()
     with torch.random.fork_rng():
