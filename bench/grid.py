@@ -109,11 +109,15 @@ def run_grid(
 ) -> tuple[int, int]:
     """Run every cell without a stored record, appending each as it finishes.
 
-    Returns (cells run, cells skipped). An interrupted grid resumes where it stopped.
+    Returns (cells run, cells skipped). An interrupted grid resumes where it stopped. The store is read
+    again before each cell, so processes sharing it (``--shard``, or a second run of the same grid)
+    skip what another one finished meanwhile.
     """
     done = store.completed()
     ran = skipped = 0
     for spec in specs:
+        if cell_key(spec) not in done:
+            done |= store.completed()
         if cell_key(spec) in done:
             skipped += 1
             if on_cell:

@@ -114,3 +114,19 @@ def test_shards_split_a_grid_into_disjoint_parts_that_cover_it(tiny_data, tmp_pa
     assert bad.exit_code == 2 and "--shard must be i/n" in bad.stderr
     alone = runner.invoke(app, ["run", "--shard", "1/2"])
     assert alone.exit_code == 2 and "use it with --grid" in alone.stderr
+
+
+def test_a_cell_another_process_finished_meanwhile_is_skipped(tiny_data, tmp_path, monkeypatch):
+    specs = load_grid(write(tmp_path, GRID))
+    store, other = ResultStore(tmp_path / "results"), ResultStore(tmp_path / "results")
+    real_run = grid_module.run_cell
+
+    def run_and_let_the_other_finish_the_last(spec):
+        record = real_run(spec)
+        if spec is specs[0]:
+            other.append(real_run(specs[-1]))  # another process records the last cell meanwhile
+        return record
+
+    monkeypatch.setattr(grid_module, "run_cell", run_and_let_the_other_finish_the_last)
+    assert run_grid(specs, store) == (3, 1)
+    assert len(store.read()[0]) == 4  # no cell recorded twice
