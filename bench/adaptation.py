@@ -21,6 +21,7 @@ pretrains twice. The CPU defaults (steps, batch size) are far below the paper's;
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -184,7 +185,9 @@ class Pretraining:
         self.config, self.mlm = config, load_mlm(encoder_name, device)
         space = WordPieceSpace(self.mlm.encoder)
         self.ids = [x[: MAX_LENGTH - 2] for x in space.client_ids(sentences) if len(x)]
+        defense = copy.deepcopy(defense)  # the cell's own defense keeps its state
         defense.fit(self.ids, space)  # SanText+: the sensitive set of the public corpus
+        defense.streaming()
         self.rng = numpy_generator(config.seed, "adaptation", key)
         self.batches = PrivatizedMLMBatches(defense, space, self.mlm, self.ids, config.objective, config.k, self.rng)
         model = self.mlm.model

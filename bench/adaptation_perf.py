@@ -1,8 +1,9 @@
 """``bench perf --adaptation``: privacy-adaptive pretraining throughput and the cost of privatizing on the fly.
 
 For each token mechanism and MLM objective it builds a pretraining run exactly as ``adapt_encoder``
-does (public corpus, mechanism defaults unless ``--defense-args``), takes one warm-up step, then times
-``steps`` optimizer steps. It reports sequences per second and the share of the step spent in the
+does (public corpus, mechanism defaults unless ``--defense-args``), takes ``warmup`` untimed steps (more
+of them let SanText's cache of per-token distributions fill as in a long run), then times ``steps``
+optimizer steps. It reports sequences per second and the share of the step spent in the
 mechanism (privatizing the batch, and for ``dchi-token`` reading noisy vectors as their nearest
 tokens), against the target of at most 20% of a step (Qu et al.'s pretraining privatizes on the fly).
 """
@@ -18,16 +19,18 @@ CORPUS_SIZE = 2000  # public sentences the timed batches are drawn from
 
 
 def time_adaptation(defense, objective: str, steps: int, batch_size: int, encoder: str = "minilm",
-                    seed: int = 0) -> dict[str, Any]:
-    """Seconds, sequences/s and privatization share of ``steps`` pretraining steps after one warm-up step."""
+                    seed: int = 0, warmup: int = 1) -> dict[str, Any]:
+    """Seconds, sequences/s and privatization share of ``steps`` pretraining steps after ``warmup`` steps."""
     from bench.adaptation import AdaptationConfig, Pretraining, adaptation_key, mechanism_of
     from bench.public_corpus import public_corpus
 
-    config = AdaptationConfig(objective, steps=steps + 1, batch_size=batch_size, corpus_size=CORPUS_SIZE, seed=seed)
+    config = AdaptationConfig(objective, steps=steps + warmup, batch_size=batch_size, corpus_size=CORPUS_SIZE,
+                              seed=seed)
     sentences, _, corpus_hash = public_corpus(config.corpus, None, config.corpus_size, seed)
     run = Pretraining(defense, encoder, config, sentences, adaptation_key(encoder, mechanism_of(defense), config,
                                                                              corpus_hash))
-    run.step()  # warm-up: kernels, allocator, the mechanism's first search
+    for _ in range(warmup):  # kernels, allocator, the mechanism's first searches and caches
+        run.step()
     private_before = run.batches.privatize_seconds
     started = time.perf_counter()
     for _ in range(steps):
@@ -35,13 +38,13 @@ def time_adaptation(defense, objective: str, steps: int, batch_size: int, encode
     seconds = time.perf_counter() - started
     private = run.batches.privatize_seconds - private_before
     return {"defense": defense.registry_name, "args": mechanism_of(defense), "objective": objective,
-            "steps": steps, "batch_size": batch_size, "seconds": seconds,
+            "steps": steps, "warmup": warmup, "batch_size": batch_size, "seconds": seconds,
             "sequences_per_s": steps * batch_size / seconds, "step_s": seconds / steps,
             "privatize_s_per_step": private / steps, "privatize_share": private / seconds}
 
 
 def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] | None, defense_args: str,
-                        steps: int, batch_size: int, encoder: str, seed: int,
+                        steps: int, batch_size: int, encoder: str, seed: int, warmup: int = 1,
                         progress: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
     """Time every (mechanism, objective) pair; bad names and values are one-sentence errors."""
     from bench.adaptation import OBJECTIVES
@@ -49,6 +52,7 @@ def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] |
     from bench.perf import build_mechanisms
 
     require(steps >= 1, f"--steps must be >= 1, got {steps}.")
+    require(warmup >= 1, f"--warmup must be >= 1, got {warmup}.")
     require(batch_size >= 1, f"--batch-size must be >= 1, got {batch_size}.")
     chosen = list(objectives or OBJECTIVES)
     unknown = [o for o in chosen if o not in OBJECTIVES]
@@ -59,7 +63,7 @@ def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] |
                                                "needs one (dchi-token, dchi-text, santext, santext-plus).")
         for objective in chosen:
             progress(f"timing {objective} MLM pretraining under {name}")
-            rows.append(time_adaptation(defense, objective, steps, batch_size, encoder, seed))
+            rows.append(time_adaptation(defense, objective, steps, batch_size, encoder, seed, warmup))
     return rows
 
 

@@ -248,7 +248,8 @@ def perf(
                                     "sequences/s and the mechanism's share of a step, per mechanism and objective."),
     objective: Optional[List[str]] = typer.Option(
         None, "--objective", help="With --adaptation: vanilla, prob or denoising (repeatable; default all three)."),
-    steps: int = typer.Option(10, help="With --adaptation: timed pretraining steps after one warm-up step."),
+    steps: int = typer.Option(10, help="With --adaptation: timed pretraining steps."),
+    warmup: int = typer.Option(1, help="With --adaptation: untimed steps first (SanText's row cache fills)."),
     batch_size: int = typer.Option(16, "--batch-size", help="With --adaptation: sequences per step."),
     plugin: Optional[List[Path]] = PluginOption,
 ) -> None:
@@ -257,7 +258,7 @@ def perf(
 
     _load_plugins(plugin)
     if adaptation:
-        _perf_adaptation(defense, objective, defense_args, steps, batch_size, encoder, seed, json_path)
+        _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path)
         return
     report = run_perf(sentences, repeats, defense, defense_args, encoder, seed,
                       progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
@@ -267,13 +268,13 @@ def perf(
         out.print(f"wrote {json_path}", highlight=False)
 
 
-def _perf_adaptation(defense, objective, defense_args, steps, batch_size, encoder, seed, json_path) -> None:
+def _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path) -> None:
     import json
 
     from bench.adaptation_perf import adaptation_table, run_adaptation_perf
     from bench.perf import machine_info
 
-    rows = run_adaptation_perf(defense, objective, defense_args, steps, batch_size, encoder, seed,
+    rows = run_adaptation_perf(defense, objective, defense_args, steps, batch_size, encoder, seed, warmup,
                                progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(adaptation_table(rows))
     if json_path is not None:

@@ -61,6 +61,12 @@ class InputDefense(Defense):
         SanText+ counts token frequencies here to pick its sensitive set; nothing is released.
         """
 
+    def streaming(self) -> None:
+        """Prepare for many small ``privatize`` calls (pretraining privatizes on the fly); default: nothing.
+
+        Called on a copy of the defense, never on the one that makes a cell's releases.
+        """
+
     def public_mechanism(self) -> dict:
         """The mechanism as an adversary knows it (name and parameters), for Bayesian attacks; default none."""
         return {}

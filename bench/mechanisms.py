@@ -132,9 +132,42 @@ def exponential_log_probs(rows, table, scale: float):
     return torch.log_softmax(-scale * euclidean_distances(rows, table), dim=1)
 
 
+class ExponentialRows:
+    """The exponential mechanism's CDF rows kept across calls (least recently used first out).
+
+    For callers that privatize many small batches with one (table, candidates, eps), such as
+    pretraining on the fly: text is Zipfian, so most tokens of a batch were seen before.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        from collections import OrderedDict
+
+        self.capacity = capacity  # rows of len(candidates) float64 each (236 KB for 29,523 candidates)
+        self.rows: OrderedDict[tuple[int, int, int, float], np.ndarray] = OrderedDict()
+        self.owners: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # keeps the keyed arrays alive
+
+    def get(self, table: np.ndarray, candidates: np.ndarray, eps: float, token: int) -> np.ndarray | None:
+        """The cached CDF row of ``token``, or None."""
+        owner = self.owners.get((id(table), id(candidates)))
+        if owner is None or owner[0] is not table or owner[1] is not candidates:
+            return None
+        key = (id(table), id(candidates), token, eps)
+        row = self.rows.get(key)
+        if row is not None:
+            self.rows.move_to_end(key)
+        return row
+
+    def put(self, table: np.ndarray, candidates: np.ndarray, eps: float, token: int, row: np.ndarray) -> None:
+        """Keep ``row`` as ``token``'s CDF row."""
+        self.owners[(id(table), id(candidates))] = (table, candidates)
+        self.rows[(id(table), id(candidates), token, eps)] = row
+        while len(self.rows) > self.capacity:
+            self.rows.popitem(last=False)
+
+
 def exponential_sample(
     tokens: np.ndarray, table: np.ndarray, candidates: np.ndarray, eps: float, rng: np.random.Generator,
-    chunk: int = 128,
+    chunk: int = 128, rows: ExponentialRows | None = None,
 ) -> np.ndarray:
     """Exponential mechanism: each token id replaced by a ``candidates`` id y drawn with
     Pr[y|x] ∝ exp(-eps·||phi(x) - phi(y)||/2).
@@ -142,7 +175,9 @@ def exponential_sample(
     The distribution depends on the input token only, so one row is computed per distinct token
     (``chunk`` rows at a time, never a |V|×|V| matrix) and every occurrence samples from it by
     inverse CDF: one uniform per occurrence, found by a single binary search in the chunk's row CDFs
-    laid end to end (row r's CDF shifted by r).
+    laid end to end (row r's CDF shifted by r). With ``rows``, CDF rows are reused across calls: the same
+    distribution and the same uniforms, each searched in its own row (so a draw can differ from the
+    chunked search only where a uniform lies within float rounding of a CDF step).
     """
     import torch
 
@@ -150,6 +185,8 @@ def exponential_sample(
     tokens = np.asarray(tokens, dtype=np.int64)
     out = np.empty(len(tokens), dtype=np.int64)
     uniforms = rng.random(len(tokens))
+    if rows is not None:
+        return _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows, chunk, out)
     distinct, inverse = np.unique(tokens, return_inverse=True)
     by_row = np.argsort(inverse, kind="stable")  # occurrences grouped by distinct token
     row_starts = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(distinct)))])
@@ -167,6 +204,28 @@ def exponential_sample(
     return out
 
 
+def _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows: ExponentialRows, chunk, out):
+    """``exponential_sample`` through the row cache: missing rows computed in chunks, then kept."""
+    import torch
+
+    distinct, inverse = np.unique(tokens, return_inverse=True)
+    cdfs = [rows.get(table, candidates, eps, int(t)) for t in distinct]
+    missing = [i for i, row in enumerate(cdfs) if row is None]
+    target = candidate_rows(table, candidates)
+    for first in range(0, len(missing), chunk):
+        part = missing[first : first + chunk]
+        cdf = torch.cumsum(exponential_log_probs(torch.from_numpy(table[distinct[part]]), target, eps / 2).exp(), dim=1)
+        cdf = (cdf / cdf[:, -1:]).numpy()
+        for i, row in zip(part, cdf):
+            cdfs[i] = row
+            rows.put(table, candidates, eps, int(distinct[i]), row)
+    width = len(candidates)
+    for i, cdf in enumerate(cdfs):
+        where = np.flatnonzero(inverse == i)
+        out[where] = candidates[np.minimum(np.searchsorted(cdf, uniforms[where], side="right"), width - 1)]
+    return out
+
+
 def least_frequent(counts: np.ndarray, candidates: np.ndarray, fraction: float) -> np.ndarray:
     """The ``fraction`` of ``candidates`` with the lowest counts (ties: higher id first), sorted ids.
 
@@ -180,7 +239,7 @@ def least_frequent(counts: np.ndarray, candidates: np.ndarray, fraction: float) 
 
 def santext_tokens(
     ids: list[np.ndarray], table: np.ndarray, sensitive: np.ndarray, eps: float, p: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator, rows: ExponentialRows | None = None,
 ) -> list[np.ndarray]:
     """SanText+ (SanText when ``sensitive`` is the whole vocabulary): sensitive tokens are always
     replaced, other tokens with probability ``p``, by a sensitive token from the exponential mechanism.
@@ -189,7 +248,7 @@ def santext_tokens(
     flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
     replace = np.isin(flat, sensitive) | (rng.random(len(flat)) < p)
     out = flat.copy()
-    out[replace] = exponential_sample(flat[replace], table, sensitive, eps, rng)
+    out[replace] = exponential_sample(flat[replace], table, sensitive, eps, rng, rows=rows)
     return _split(out, [len(x) for x in ids])
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from bench import InputDefense, ReleaseKind, added_later, register_defense, require
 from bench.mechanisms import (
+    ExponentialRows,
     least_frequent,
     santext_tokens,
     token_counts,
@@ -47,7 +48,12 @@ class ExponentialSanitizer(InputDefense):
     def __post_init__(self) -> None:
         require(self.eps > 0, f"{self.registry_name} eps must be > 0, got {self.eps}.")
         self.sensitive: np.ndarray | None = None
+        self.rows: ExponentialRows | None = None
         super().__post_init__()
+
+    def streaming(self):
+        """Keep each token's distribution between calls: pretraining privatizes small batches of Zipfian text."""
+        self.rows = ExponentialRows()
 
     def fit(self, ids, space):
         """V_S: the least frequent fraction w of the vocabulary V by the client's own token counts.
@@ -62,7 +68,7 @@ class ExponentialSanitizer(InputDefense):
     def privatize(self, ids, space, rng):
         """Replace sensitive tokens always, others with probability p, by exponential-mechanism draws from V_S."""
         require(self.sensitive is not None, f"{self.registry_name}: call fit before privatize.")
-        return santext_tokens(ids, space.table, self.sensitive, self.eps, self.replace_rate, rng)
+        return santext_tokens(ids, space.table, self.sensitive, self.eps, self.replace_rate, rng, self.rows)
 
     def public_mechanism(self):
         """The exponential mechanism with its eps, p and w (V_S itself depends on private counts)."""

@@ -32,7 +32,9 @@ def test_adaptation_leaves_the_user_side_table_bit_identical(cache, defense, arg
     from bench.encoders import load_encoder
 
     config = AdaptationConfig(objective, steps=2, batch_size=4, corpus_size=400)
-    path = adapt_encoder(build_component(DEFENSES.get(defense), args), "minilm", config)
+    mechanism = build_component(DEFENSES.get(defense), args)
+    path = adapt_encoder(mechanism, "minilm", config)
+    assert getattr(mechanism, "sensitive", None) is None and getattr(mechanism, "rows", None) is None  # a copy ran
     adapted = AutoModelForMaskedLM.from_pretrained(path)
     original = load_encoder("minilm").model
     assert torch.equal(adapted.get_input_embeddings().weight, original.get_input_embeddings().weight)

@@ -205,3 +205,22 @@ def test_hub_corpus_takes_the_first_n_texts_of_the_stream(tiny_public_data, monk
     texts, description, _ = public_corpus("wikitext:wikitext-103-raw-v1", None, 3)
     assert texts == ["= Title =", "line 0", "line 1"] and "streamed" in description
     assert calls == [("wikitext", "wikitext-103-raw-v1", "train", True)]
+
+
+def test_adaptation_perf_times_each_mechanism_and_objective(tiny_bert, tiny_public_data):
+    from bench.adaptation_perf import PRIVATIZE_TARGET, adaptation_table, run_adaptation_perf
+
+    rows = run_adaptation_perf(["santext", "dchi-text"], ["prob", "denoising"], "", steps=2, batch_size=2,
+                               encoder=tiny_bert, seed=0, warmup=1)
+    assert [(r["defense"], r["objective"]) for r in rows] == [
+        ("santext", "prob"), ("santext", "denoising"), ("dchi-text", "prob"), ("dchi-text", "denoising")]
+    for row in rows:
+        assert row["sequences_per_s"] > 0 and 0 <= row["privatize_share"] < 1 and row["steps"] == 2
+        assert row["privatize_s_per_step"] * row["steps"] <= row["seconds"]
+    assert adaptation_table(rows).row_count == 4 and 0 < PRIVATIZE_TARGET < 1
+    for args, message in ((dict(objectives=["mlm"]), "unknown objective mlm"), (dict(steps=0), "--steps"),
+                          (dict(names=["texthide"]), "not a token mechanism")):
+        call = dict(names=["santext"], objectives=None, defense_args="", steps=1, batch_size=2,
+                    encoder=tiny_bert, seed=0) | args
+        with pytest.raises(BenchError, match=message):
+            run_adaptation_perf(**call)

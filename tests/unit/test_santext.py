@@ -6,6 +6,7 @@ from scipy.special import softmax
 
 from bench import BenchError
 from bench.mechanisms import (
+    ExponentialRows,
     exponential_sample,
     least_frequent,
     santext_tokens,
@@ -43,6 +44,24 @@ def test_sampling_is_seeded_and_independent_of_chunking():
     assert np.array_equal(first, exponential_sample(tokens, embeddings, candidates, 2.0, np.random.default_rng(5)))
     assert not np.array_equal(first, exponential_sample(tokens, embeddings, candidates, 2.0,
                                                         np.random.default_rng(6)))
+
+
+def test_cached_rows_give_the_same_draws_and_are_reused_across_calls():
+    embeddings, candidates = table(rows=30, dim=4), np.arange(2, 30)
+    tokens = np.random.default_rng(1).integers(0, 30, size=500)
+    plain = exponential_sample(tokens, embeddings, candidates, 2.0, np.random.default_rng(5))
+    rows = ExponentialRows(capacity=100)
+    cached = exponential_sample(tokens, embeddings, candidates, 2.0, np.random.default_rng(5), chunk=7, rows=rows)
+    assert np.array_equal(plain, cached) and len(rows.rows) == len(np.unique(tokens))
+    row = rows.get(embeddings, candidates, 2.0, int(tokens[0]))
+    assert np.allclose(np.diff(row, prepend=0.0), exact_row(embeddings, tokens[0], candidates, 2.0), atol=1e-6)
+    again = exponential_sample(tokens, embeddings, candidates, 2.0, np.random.default_rng(5), rows=rows)
+    assert np.array_equal(again, plain) and rows.get(embeddings, candidates, 2.0, int(tokens[0])) is row  # reused
+    assert rows.get(embeddings, candidates, 3.0, int(tokens[0])) is None  # another eps: another row
+    assert rows.get(embeddings.copy(), candidates, 2.0, int(tokens[0])) is None  # another table: never reused
+    small = ExponentialRows(capacity=3)
+    exponential_sample(tokens, embeddings, candidates, 2.0, np.random.default_rng(5), rows=small)
+    assert len(small.rows) == 3
 
 
 def test_large_eps_keeps_tokens_small_eps_scatters_them():
