@@ -194,8 +194,7 @@ def exponential_sample(
     width = len(candidates)
     for first in range(0, len(distinct), chunk):
         rows = distinct[first : first + chunk]
-        cdf = torch.cumsum(exponential_log_probs(torch.from_numpy(table[rows]), target, eps / 2).exp(), dim=1)
-        cdf = cdf / cdf[:, -1:]  # exactly 1 at the end of every row
+        cdf = _cdf_rows(table, rows, target, eps)
         shifted = (cdf + torch.arange(len(rows), dtype=cdf.dtype)[:, None]).flatten().numpy()
         occurrences = by_row[row_starts[first] : row_starts[first + len(rows)]]
         local = inverse[occurrences] - first
@@ -204,9 +203,16 @@ def exponential_sample(
     return out
 
 
+def _cdf_rows(table: np.ndarray, tokens: np.ndarray, target, eps: float):
+    """The exponential mechanism's CDF over ``target`` rows for each of ``tokens`` (float64 torch rows)."""
+    import torch
+
+    cdf = torch.cumsum(exponential_log_probs(torch.from_numpy(table[tokens]), target, eps / 2).exp(), dim=1)
+    return cdf / cdf[:, -1:]  # exactly 1 at the end of every row
+
+
 def _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows: ExponentialRows, chunk, out):
     """``exponential_sample`` through the row cache: missing rows computed in chunks, then kept."""
-    import torch
 
     distinct, inverse = np.unique(tokens, return_inverse=True)
     cdfs = [rows.get(table, candidates, eps, int(t)) for t in distinct]
@@ -214,8 +220,7 @@ def _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows: Exponent
     target = candidate_rows(table, candidates)
     for first in range(0, len(missing), chunk):
         part = missing[first : first + chunk]
-        cdf = torch.cumsum(exponential_log_probs(torch.from_numpy(table[distinct[part]]), target, eps / 2).exp(), dim=1)
-        cdf = (cdf / cdf[:, -1:]).numpy()
+        cdf = _cdf_rows(table, distinct[part], target, eps).numpy()
         for i, row in zip(part, cdf):
             cdfs[i] = row
             rows.put(table, candidates, eps, int(distinct[i]), row)

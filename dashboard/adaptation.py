@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dashboard.sweeps import parse_args
+from dashboard.sweeps import parse_args, varying_arguments
 
 MATCH = ["task", "encoder", "defense", "attack", "mode", "n_train", "n_eval", "metric"]
 ADAPT_KEYS = ("adapt", "adapt_steps")
@@ -57,7 +57,5 @@ def gain_chart(gains: pd.DataFrame, parameter: str) -> alt.Chart:
 
 def sweep_parameter(gains: pd.DataFrame) -> str | None:
     """The one numeric mechanism argument that varies across the rows, if there is one."""
-    settings = [parse_args(m) for m in gains["mechanism"].unique()]
-    names = sorted(set().union(*settings)) if settings else []
-    varying = [n for n in names if len({s.get(n) for s in settings}) > 1]
+    varying = varying_arguments([parse_args(m) for m in gains["mechanism"].unique()])
     return varying[0] if len(varying) == 1 else None

@@ -40,13 +40,18 @@ def sweeps(board: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def varying_arguments(settings: list[dict[str, str]]) -> list[str]:
+    """The argument names (sorted) whose value differs between the parsed ``settings``."""
+    names = set().union(*settings) if settings else set()
+    return [n for n in sorted(names) if len({s.get(n) for s in settings}) > 1]
+
+
 def _sweep(rows: pd.DataFrame) -> pd.DataFrame | None:
     """``rows`` with the sweep columns, if its settings differ in exactly one numeric argument."""
     settings = {text: parse_args(text) for text in rows["defense_args"].unique()}
     if len(settings) < 2:
         return None
-    names = set().union(*(s.keys() for s in settings.values()))
-    varying = [n for n in sorted(names) if len({s.get(n) for s in settings.values()}) > 1]
+    varying = varying_arguments(list(settings.values()))
     if len(varying) != 1 or any(_number(s.get(varying[0], "")) is None for s in settings.values()):
         return None
     name = varying[0]
