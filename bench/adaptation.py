@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock
 
 from bench.cache import cache_root
 from bench.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
@@ -216,11 +217,7 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
 
     The public corpus leaves out any source that is the evaluation data of ``task`` (the task measured).
     """
-    import torch
-
-    from bench.mlm import masked_token_accuracy
-    from bench.progress import track
-    from bench.public_corpus import held_out, public_corpus
+    from bench.public_corpus import public_corpus
 
     sentences, corpus_description, corpus_hash = public_corpus(config.corpus, task, config.corpus_size, config.seed)
     mechanism = mechanism_of(defense)
@@ -228,6 +225,25 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
     target = cache_root() / "adapted" / key
     if (target / "adaptation.json").is_file():
         return target
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint, not a copy of its work
+        if not (target / "adaptation.json").is_file():
+            _pretrain(defense, encoder_name, config, sentences, corpus_description, corpus_hash, key, device,
+                      task, target)
+    return target
+
+
+def _pretrain(defense, encoder_name: str, config: AdaptationConfig, sentences: list[str], corpus_description: str,
+              corpus_hash: str, key: str, device: str, task: str | None, target: Path) -> None:
+    """Pretrain, score on held-out text before and after, and save the checkpoint to ``target``."""
+    import torch
+
+    from bench.mlm import masked_token_accuracy
+    from bench.progress import track
+    from bench.public_corpus import held_out
+
+    mechanism = mechanism_of(defense)
     run = Pretraining(defense, encoder_name, config, sentences, key, device)
     held_out_texts, held_out_description, _ = held_out(task)  # never part of a public corpus
     before = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)
@@ -251,7 +267,6 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
         "privatize_share": round(run.batches.privatize_seconds / seconds, 3),
     }
     _save_atomically(mlm, info, target)
-    return target
 
 
 def _save_atomically(mlm, info: dict, target: Path) -> None:

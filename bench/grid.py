@@ -89,12 +89,21 @@ def load_grid(path: str | Path) -> list[RunSpec]:
 
 
 def shard_of(specs: list[RunSpec], shard: str) -> list[RunSpec]:
-    """The cells of shard ``"i/n"``: every n-th cell from the i-th (1-based), so n processes split a grid."""
+    """The cells of shard ``"i/n"`` (1-based), so n processes split a grid.
+
+    Shards take every n-th configuration from the i-th with all of its seeds, because a configuration's
+    seeds share cached work (encoder features, an adapted checkpoint) that two processes would otherwise
+    both compute. A grid with fewer configurations than shards is split by cell instead.
+    """
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", shard)
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
         raise BenchError(f"--shard must be i/n with 1 <= i <= n (e.g. 1/2), got '{shard}'.")
     index, count = int(match.group(1)), int(match.group(2))
-    return specs[index - 1 :: count]
+    configurations = list(dict.fromkeys(spec.config_hash() for spec in specs))
+    if len(configurations) < count:
+        return specs[index - 1 :: count]
+    mine = set(configurations[index - 1 :: count])
+    return [spec for spec in specs if spec.config_hash() in mine]
 
 
 def cell_key(spec: RunSpec) -> tuple[str, int, str]:

@@ -68,3 +68,29 @@ def test_an_adapted_encoder_feeds_a_cell_and_the_record_names_it(cache):
     assert "SQuAD" in notes["adaptation_corpus"] and "left out" not in notes["adaptation_corpus"]  # not SST-2 data
     assert record.versions["encoder"].startswith("minilm@adapted-")
     assert len(list((cache / "adapted").iterdir())) == 1  # one checkpoint, cached for the next cell
+
+
+def test_two_processes_asking_for_one_checkpoint_pretrain_it_once(cache, monkeypatch):
+    import threading
+    import time
+
+    import bench.adaptation as adaptation
+
+    calls = []
+
+    def slow_pretrain(*args):
+        calls.append(args[-1])
+        time.sleep(0.5)  # long enough for the other caller to find the work under way
+        args[-1].mkdir(parents=True)
+        (args[-1] / "adaptation.json").write_text("{}")
+
+    monkeypatch.setattr(adaptation, "_pretrain", slow_pretrain)
+    mechanism = build_component(DEFENSES.get("dchi-token"), "eta=60")
+    paths = []
+    callers = [threading.Thread(target=lambda: paths.append(adapt_encoder(mechanism, "minilm", TINY)))
+               for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert len(calls) == 1 and len(paths) == 2 and paths[0] == paths[1]

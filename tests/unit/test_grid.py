@@ -98,7 +98,11 @@ def test_shards_split_a_grid_into_disjoint_parts_that_cover_it(tiny_data, tmp_pa
 
     specs = load_grid(write(tmp_path, GRID))
     parts = [shard_of(specs, f"{i}/3") for i in (1, 2, 3)]
-    assert sorted(len(p) for p in parts) == [1, 1, 2]
+    assert sorted(len(p) for p in parts) == [1, 1, 2]  # fewer configurations than shards: split by cell
+    halves = [shard_of(specs, f"{i}/2") for i in (1, 2)]
+    for half in halves:  # a configuration's seeds share cached work, so they stay in one shard
+        assert len({s.config_hash() for s in half}) == 1 and {s.seed for s in half} == {0, 1}
+    assert halves[0][0].config_hash() != halves[1][0].config_hash()
     assert sorted(cell_key(s) for p in parts for s in p) == sorted(cell_key(s) for s in specs)
     for bad in ("0/2", "3/2", "1/0", "half", ""):
         with pytest.raises(BenchError, match="--shard must be i/n"):
