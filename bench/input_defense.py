@@ -39,11 +39,16 @@ class InputDefense(Defense):
 
     adapt: str = added_later("")  # privacy-adaptive pretraining: vanilla, prob or denoising MLM; empty = none
     adapt_steps: int = added_later(300)  # its optimizer steps on privatized public text (a CPU budget)
+    adapt_batch_size: int = added_later(16)  # sequences per step (CPU budget; bench.adaptation gives the paper's)
+    adapt_lr: float = added_later(5e-5)  # AdamW learning rate
+    adapt_corpus: str = added_later("auto")  # public text: offline squad/conll2003/agnews/auto, or a hub corpus
 
     def __post_init__(self) -> None:
         require(self.adapt in ("", *ADAPTATIONS),
                 f"adapt must be vanilla, prob or denoising (or empty), got '{self.adapt}'.")
         require(self.adapt_steps >= 1, f"adapt_steps must be >= 1, got {self.adapt_steps}.")
+        require(self.adapt_batch_size >= 1, f"adapt_batch_size must be >= 1, got {self.adapt_batch_size}.")
+        require(self.adapt_lr > 0, f"adapt_lr must be > 0, got {self.adapt_lr}.")
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -133,8 +138,9 @@ class InputDefense(Defense):
         if getattr(self, "vectors", ""):
             raise BenchError("privacy-adaptive pretraining works in the encoder's WordPiece space; drop vectors= "
                              "or adapt=.")
-        path = adapt_encoder(self, spec.encoder, AdaptationConfig(self.adapt, self.adapt_steps), spec.device,
-                             spec.task)
+        config = AdaptationConfig(self.adapt, self.adapt_steps, self.adapt_batch_size, self.adapt_lr,
+                                  corpus=self.adapt_corpus)
+        path = adapt_encoder(self, spec.encoder, config, spec.device, spec.task)
         info = json.loads((path / "adaptation.json").read_text(encoding="utf-8"))
         from transformers.utils import logging as hf_logging
 
