@@ -49,6 +49,9 @@ class InputDefense(Defense):
         require(self.adapt_steps >= 1, f"adapt_steps must be >= 1, got {self.adapt_steps}.")
         require(self.adapt_batch_size >= 1, f"adapt_batch_size must be >= 1, got {self.adapt_batch_size}.")
         require(self.adapt_lr > 0, f"adapt_lr must be > 0, got {self.adapt_lr}.")
+        from bench.public_corpus import check_corpus_name
+
+        check_corpus_name(self.adapt_corpus)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -149,6 +149,13 @@ def _hub(name: str, n: int | None) -> list[str]:
     return texts
 
 
+def check_corpus_name(name: str) -> None:
+    """Raise ``BenchError`` unless ``name`` is an offline source, ``auto``, or shaped like a ``datasets`` name."""
+    if name not in KNOWN and not _HUB_NAME.fullmatch(name):
+        raise BenchError(f"unknown public corpus '{name}'; offline: {', '.join(KNOWN)}; online: a datasets name "
+                         f"such as {HUB_EXAMPLE} or bookcorpus.")
+
+
 def public_corpus(name: str = "auto", exclude_task: str | None = None, n: int | None = None,
                   seed: int = 0) -> tuple[list[str], str, str]:
     """Public sentences, what they are, and the sha256 of the exact list.
@@ -162,9 +169,7 @@ def public_corpus(name: str = "auto", exclude_task: str | None = None, n: int | 
     """
     if n is not None and n < 1:
         raise BenchError(f"a public corpus needs n >= 1 sentences (or all), got {n}.")
-    if name not in KNOWN and not _HUB_NAME.fullmatch(name):
-        raise BenchError(f"unknown public corpus '{name}'; offline: {', '.join(KNOWN)}; online: a datasets name "
-                         f"such as {HUB_EXAMPLE} or bookcorpus.")
+    check_corpus_name(name)
     sources = list(AUTO) if name == "auto" else [name]
     excluded = [s for s in sources if s == _source_of_task(exclude_task)]
     sources = [s for s in sources if s not in excluded]

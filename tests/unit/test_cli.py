@@ -56,6 +56,11 @@ def model_only_plugin(tmp_path):
         ("bad value", ["--defense", "texthide", "--defense-args", "m=-1", "--attack", "rss"], "must be >= 0"),
         ("unknown attack", ["--defense", "none", "--attack", "rs"], "Did you mean 'rss'"),
         ("bad mode", ["--defense", "none", "--mode", "gpu"], "mode must be"),
+        ("bad objective", ["--defense", "dchi-token", "--defense-args", "adapt=mlm"], "adapt must be"),
+        ("bad adaptation rate", ["--defense", "santext", "--defense-args", "adapt=prob,adapt_lr=0"],
+         "adapt_lr must be > 0"),
+        ("bad corpus", ["--defense", "dchi-text", "--defense-args", "adapt=vanilla,adapt_corpus=wiki text"],
+         "unknown public corpus 'wiki text'"),
     ],
 )
 def test_bad_input_exits_2_with_one_sentence(tiny_data, results, case, args, message):
