@@ -13,11 +13,16 @@ import pandas as pd
 from dashboard.sweeps import parse_args, varying_arguments
 
 MATCH = ["task", "encoder", "defense", "attack", "mode", "n_train", "n_eval", "metric"]
-ADAPT_KEYS = ("adapt", "adapt_steps")
 
 
 def _mechanism(args: dict[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in args.items() if k not in ADAPT_KEYS)
+    return ",".join(f"{k}={v}" for k, v in args.items() if not k.startswith("adapt"))
+
+
+def _variant(args: dict[str, str]) -> str:
+    """The objective, with the adaptation budget when it is not the default (adapt_steps=..., adapt_lr=...)."""
+    budget = ",".join(f"{k}={v}" for k, v in args.items() if k.startswith("adapt_"))
+    return f"{args.get('adapt', '')} ({budget})" if budget else args.get("adapt", "")
 
 
 def adaptation_gains(board: pd.DataFrame) -> pd.DataFrame:
@@ -27,8 +32,7 @@ def adaptation_gains(board: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     args = utility["defense_args"].map(parse_args)
     frame = utility.assign(
-        objective=args.map(lambda a: a.get("adapt", "")),
-        steps=args.map(lambda a: a.get("adapt_steps", "")),
+        objective=args.map(_variant),
         mechanism=args.map(_mechanism),
     )
     adapted, plain = frame[frame["objective"] != ""], frame[frame["objective"] == ""]
@@ -39,7 +43,7 @@ def adaptation_gains(board: pd.DataFrame) -> pd.DataFrame:
     joined = adapted.merge(reference, on=[*MATCH, "mechanism"], how="inner")
     joined = joined.rename(columns={"mean": "adapted", "std": "adapted_std", "n": "adapted_n"})
     joined["gain"] = joined["adapted"] - joined["unadapted"]
-    return joined[[*MATCH, "mechanism", "objective", "steps", "adapted", "adapted_std", "adapted_n", "unadapted",
+    return joined[[*MATCH, "mechanism", "objective", "adapted", "adapted_std", "adapted_n", "unadapted",
                    "unadapted_std", "unadapted_n", "gain"]].reset_index(drop=True)
 
 

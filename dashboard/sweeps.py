@@ -1,7 +1,7 @@
 """Privacy-parameter sweeps on the dashboard: utility and attack success against eta, eps, m, ...
 
-A sweep is a defense whose recorded settings differ in exactly one numeric argument (the others
-held fixed), for one task, encoder, attack and mode. Reads the leaderboard frame only.
+A sweep is a set of a defense's recorded settings that differ in exactly one numeric argument (the
+others held fixed), for one task, encoder, attack and mode. Reads the leaderboard frame only.
 """
 
 from __future__ import annotations
@@ -27,16 +27,27 @@ def _number(text: str) -> float | None:
 
 
 def sweeps(board: pd.DataFrame) -> pd.DataFrame:
-    """Rows of ``board`` that belong to a sweep, with ``parameter``, ``value`` and ``fixed`` columns."""
+    """Rows of ``board`` that belong to a sweep, with ``parameter``, ``value`` and ``fixed`` columns.
+
+    A sweep over a numeric argument is every recorded setting that has it and agrees on all the other
+    arguments (so adapt=... or adapt_lr=... settings form their own eta sweeps). A row can be in two
+    sweeps, one per argument it shares a sweep in.
+    """
     parts = []
     for _, group in board.groupby(GROUP, dropna=False):
-        # settings that differ in a non-numeric argument (adapt=..., scheme=...) belong to different sweeps
-        kinds = group["defense_args"].map(
-            lambda text: ",".join(f"{k}={v}" for k, v in parse_args(text).items() if _number(v) is None))
-        for _, rows in group.groupby(kinds):
-            found = _sweep(rows)
-            if found is not None:
-                parts.append(found)
+        settings = {text: parse_args(text) for text in group["defense_args"].unique()}
+        names = {k for args in settings.values() for k, v in args.items() if _number(v) is not None}
+        for name in sorted(names):
+            lines: dict[str, list[str]] = {}
+            for text, args in settings.items():
+                if _number(args.get(name, "")) is not None:
+                    fixed = ",".join(f"{k}={v}" for k, v in args.items() if k != name)
+                    lines.setdefault(fixed, []).append(text)
+            for fixed, texts in lines.items():
+                if len(texts) >= 2:
+                    rows = group[group["defense_args"].isin(texts)]
+                    parts.append(rows.assign(parameter=name, fixed=fixed,
+                                             value=rows["defense_args"].map(lambda t: _number(settings[t][name]))))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
@@ -44,23 +55,6 @@ def varying_arguments(settings: list[dict[str, str]]) -> list[str]:
     """The argument names (sorted) whose value differs between the parsed ``settings``."""
     names = set().union(*settings) if settings else set()
     return [n for n in sorted(names) if len({s.get(n) for s in settings}) > 1]
-
-
-def _sweep(rows: pd.DataFrame) -> pd.DataFrame | None:
-    """``rows`` with the sweep columns, if its settings differ in exactly one numeric argument."""
-    settings = {text: parse_args(text) for text in rows["defense_args"].unique()}
-    if len(settings) < 2:
-        return None
-    varying = varying_arguments(list(settings.values()))
-    if len(varying) != 1 or any(_number(s.get(varying[0], "")) is None for s in settings.values()):
-        return None
-    name = varying[0]
-    fixed = {text: ",".join(f"{k}={v}" for k, v in s.items() if k != name) for text, s in settings.items()}
-    return rows.assign(
-        parameter=name,
-        value=rows["defense_args"].map(lambda text: _number(settings[text][name])),
-        fixed=rows["defense_args"].map(fixed),
-    )
 
 
 def sweep_chart(rows: pd.DataFrame, metrics: list[str]) -> alt.Chart:

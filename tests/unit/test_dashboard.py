@@ -174,8 +174,9 @@ def board_with_adaptation(root: Path) -> None:
     store = ResultStore(root)
     for seed in range(2):
         for eta in (60.0, 120.0, 1000.0):
-            for adapt, shift in (("", 0.0), ("denoising", 0.1), ("vanilla", -0.02)):
-                args = {"eta": eta, **({"adapt": adapt} if adapt else {})}
+            for adapt, shift in (("", 0.0), ("denoising", 0.1), ("vanilla", -0.02), ("denoising,adapt_lr=0.0002", 0.05)):
+                objective, _, budget = adapt.partition(",adapt_lr=")
+                args = {"eta": eta, **({"adapt": objective} if adapt else {}), **({"adapt_lr": budget} if budget else {})}
                 spec = {**make_record().spec, "defense": "dchi-token", "defense_args": args, "attack": "inversion"}
                 store.append(make_record(seed, defense="dchi-token", config_hash=f"eta{eta}{adapt}", spec=spec,
                                          metrics={"utility/accuracy": 0.5 + eta / 4000 + shift + seed / 100,
@@ -192,14 +193,15 @@ def test_adaptation_gains_pair_each_adapted_setting_with_its_unadapted_one(tmp_p
     board_with_adaptation(tmp_path)
     board = pd.read_csv(tmp_path / "leaderboard.csv", keep_default_na=False, na_values=[""])
     gains = adaptation_gains(board)
-    assert len(gains) == 6 and set(gains["objective"]) == {"denoising", "vanilla"}
+    assert len(gains) == 9 and set(gains["objective"]) == {"denoising", "vanilla", "denoising (adapt_lr=0.0002)"}
     by_objective = gains.groupby("objective")["gain"]
     assert by_objective.min()["denoising"] == pytest.approx(0.1) == by_objective.max()["denoising"]
     assert by_objective.mean()["vanilla"] == pytest.approx(-0.02)
+    assert by_objective.mean()["denoising (adapt_lr=0.0002)"] == pytest.approx(0.05)  # its own line, same reference
     assert set(gains["mechanism"]) == {"eta=60.0", "eta=120.0", "eta=1000.0"} and sweep_parameter(gains) == "eta"
     assert (gains["adapted_n"] == 2).all() and (gains["unadapted_n"] == 2).all()
     found = sweeps(board)  # adapted and unadapted settings are separate eta sweeps, not one broken sweep
-    assert set(found["fixed"]) == {"", "adapt=denoising", "adapt=vanilla"}
+    assert set(found["fixed"]) == {"", "adapt=denoising", "adapt=vanilla", "adapt=denoising,adapt_lr=0.0002"}
     assert adaptation_gains(board[~board["defense_args"].str.contains("adapt")]).empty
 
 
