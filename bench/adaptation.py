@@ -232,7 +232,7 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
         return target
     locks = cache_root() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint, not a copy of its work
+    with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint
         if not (target / "adaptation.json").is_file():
             _pretrain(defense, encoder_name, config, sentences, corpus_description, corpus_hash, key, device,
                       task, target)
