@@ -5,7 +5,10 @@ Privacy for Text Analytics via Natural Text Sanitization." Findings of ACL 2021 
 inference attack).
 Threat model: the adversary holds a released (sanitized) text and a public masked LM — a hub checkpoint
 with its pretrained head, minilm with a fresh head tied to its input embeddings, or a saved (e.g.
-privacy-adapted) MLM (``checkpoint``) — and the public token space the release was made in. For each
+privacy-adapted) MLM (``checkpoint``), or ``mlm`` adapted by the attacker to the release's public
+mechanism and parameters (``adapted``: Qu et al. 2021 §3.4's pretraining, the very checkpoint a server
+adapting to that mechanism uses, so a record shows whether adaptation helps the attacker too) — and the
+public token space the release was made in. For each
 position of each released sentence it replaces the released token by [MASK] (one model row per
 position; the context is the rest of the released sentence, and for a sentence pair the partner
 sentence too) and takes the MLM's most probable regular token as its guess of the original token
@@ -29,6 +32,7 @@ import numpy as np
 from attacks.inversion import TokenGuesses, _hits
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
 from bench.data import flatten_segments
+from bench.params import added_later
 from bench.token_space import WORD, space_for
 
 HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.public_corpus.held_out)
@@ -53,8 +57,18 @@ class MaskInference(Attack):
     checkpoint: str = ""  # a directory saved by bench.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
     batch_size: int = 64  # masked rows per forward pass
     max_sentences: int = 0  # attack only the first N released sentences (0 = all); the metric is over those
+    # vanilla, prob or denoising: the attacker adapts mlm itself (Qu et al. §3.4) on public text privatized by
+    # the release's own public mechanism and parameters, the checkpoint the server would adapt to (cached)
+    adapted: str = added_later("")
+    adapted_steps: int = added_later(300)  # that adaptation's optimizer steps
 
     def __post_init__(self) -> None:
+        from bench.adaptation import OBJECTIVES
+
+        require(self.adapted in ("", *OBJECTIVES),
+                f"mask-inference adapted must be vanilla, prob or denoising (or empty), got '{self.adapted}'.")
+        require(self.adapted_steps >= 1, f"mask-inference adapted_steps must be >= 1, got {self.adapted_steps}.")
+        require(not (self.adapted and self.checkpoint), "mask-inference takes checkpoint or adapted, not both.")
         require(self.batch_size >= 1, f"mask-inference batch_size must be >= 1, got {self.batch_size}.")
         require(self.max_sentences >= 0, f"mask-inference max_sentences must be >= 0, got {self.max_sentences}.")
         require(not self.checkpoint or Path(self.checkpoint).expanduser().is_dir(),
@@ -65,13 +79,38 @@ class MaskInference(Attack):
         self._top1: float | None = None
         self._top1_note: dict = {}
 
-    def _load(self, public: PublicKnowledge):
+    def _load(self, public: PublicKnowledge, release: Release | None = None):
+        """The attacker's MLM, loaded once (``release`` names the mechanism an ``adapted`` MLM is adapted to)."""
         from bench.mlm import load_mlm
 
         if self._model is None:
-            name = str(Path(self.checkpoint).expanduser()) if self.checkpoint else self.mlm
-            self._model = load_mlm(name, getattr(public.encoder, "device", "cpu"))
+            device = getattr(public.encoder, "device", "cpu")
+            if self.checkpoint:
+                name = str(Path(self.checkpoint).expanduser())
+            elif self.adapted:
+                name = self._adapted_checkpoint(release, public, device)
+            else:
+                name = self.mlm
+            self._model = load_mlm(name, device)
         return self._model
+
+    def _adapted_checkpoint(self, release: Release | None, public: PublicKnowledge, device: str) -> str:
+        """Pretrain (or find cached) ``mlm`` adapted to the release's mechanism, from its public settings only."""
+        import dataclasses
+
+        from bench import DEFENSES, BenchError
+        from bench.adaptation import AdaptationConfig, adapt_encoder
+        from bench.params import build_component
+
+        settings = dict(release.public) if release is not None else {}
+        if settings.get("vectors"):
+            raise BenchError("mask-inference adapted= works in the encoder's WordPiece space; the release was made "
+                             "in a word-vector space.")
+        defense_cls = DEFENSES.get(settings.get("defense", ""))
+        names = {f.name for f in dataclasses.fields(defense_cls) if f.init and not f.name.startswith("adapt")}
+        mechanism = build_component(defense_cls, {k: v for k, v in settings.items() if k in names})
+        config = AdaptationConfig(self.adapted, self.adapted_steps)
+        return str(adapt_encoder(mechanism, self.mlm, config, device, public.task))
 
     def _segments(self, release: Release, space) -> tuple[list, list]:
         """The attacked segments (ids or strings) and, for a pair, the partner segment and which comes first."""
@@ -90,7 +129,7 @@ class MaskInference(Attack):
         from bench.mlm import top1_at
 
         space = space_for(release.public, public.encoder)
-        mlm = self._load(public)
+        mlm = self._load(public, release)
         units = _Units(space, mlm)
         segments, partners = self._segments(release, space)
         max_length = int(getattr(public.encoder, "max_length", 128))

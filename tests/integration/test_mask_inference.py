@@ -120,3 +120,17 @@ def test_pretrained_head_ranks_raw_text_above_santext_above_random():
     assert accuracy > sanitized.metrics["privacy/mask-inference/token_accuracy"] + 0.1
     assert sanitized.metrics["privacy/mask-inference/token_accuracy"] > \
         sanitized.metrics["random/mask-inference/token_accuracy"]
+
+
+def test_an_adapted_attacker_uses_the_servers_checkpoint_for_the_same_mechanism(tmp_path, monkeypatch):
+    from bench import BenchError
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    record = attack_cell("dchi-text", "eta=60,adapt=denoising,adapt_steps=2", "adapted=denoising,adapted_steps=2")
+    assert "trained by denoising MLM adaptation (2 steps)" in record.notes["mlm_head"]
+    assert record.notes["adaptation_head"] == record.notes["mlm_head"]  # the server's checkpoint, not a second one
+    assert len(list((tmp_path / "adapted").iterdir())) == 1
+    assert 0 <= record.metrics["privacy/mask-inference/token_accuracy"] <= 1
+    for bad, message in (("adapted=mlm", "adapted must be"), ("adapted=prob,checkpoint=.", "not both")):
+        with pytest.raises(BenchError, match=message):
+            build_component(ATTACKS.get("mask-inference"), bad)
