@@ -10,11 +10,12 @@ deterministic bag-of-hashed-words encoder for unit tests and for trying a new co
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
 import zlib
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -40,6 +41,20 @@ def resolve_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence transformers' load report, for loading a saved masked LM as a bare encoder (its head weights
+    unused, its pooler absent: both expected, and the report would read as an error)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
 class Encoder:

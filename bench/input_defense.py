@@ -135,7 +135,7 @@ class InputDefense(Defense):
         One checkpoint serves every run seed (adaptation seed 0), as the paper pretrains once.
         """
         from bench.adaptation import AdaptationConfig, adapt_encoder
-        from bench.encoders import Encoder
+        from bench.encoders import Encoder, quiet_loading
 
         spec = cell.spec
         if getattr(self, "vectors", ""):
@@ -145,15 +145,9 @@ class InputDefense(Defense):
                                   corpus=self.adapt_corpus)
         path = adapt_encoder(self, spec.encoder, config, spec.device, spec.task)
         info = json.loads((path / "adaptation.json").read_text(encoding="utf-8"))
-        from transformers.utils import logging as hf_logging
-
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the saved MLM head is unused and the pooler absent: both expected
-        try:
+        with quiet_loading():
             encoder = Encoder(str(path), spec.device, spec.pooling, spec.max_length,
                               cache=cell.training.mode == "frozen")
-        finally:
-            hf_logging.set_verbosity(verbosity)
         pooler, original = (getattr(getattr(e, "model", None), "pooler", None) for e in (encoder, cell.encoder))
         if pooler is not None and original is not None:
             pooler.load_state_dict(original.state_dict())  # MLM pretraining never touches (nor saves) it

@@ -12,6 +12,7 @@ every record and printout that uses an MLM can say how strong it is.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import dataclass
@@ -70,15 +71,16 @@ def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0) -> Masked
     import torch
     from transformers import AutoConfig, AutoModelForMaskedLM, BertForMaskedLM
 
-    from bench.encoders import Encoder, _locate
+    from bench.encoders import Encoder, _locate, quiet_loading
     from bench.seeding import derive_seed
 
     if name.startswith("mock") or name == "bilstm":
         raise BenchError(f"encoder '{name}' has no WordPiece transformer to use as a masked LM; use minilm or a "
                          "hub id such as bert-base-uncased.")
-    encoder = Encoder(name, device=device, cache=False)
     path, _ = _locate(name)
     saved = Path(path) / HEAD_FILE
+    with quiet_loading() if saved.is_file() else contextlib.nullcontext():
+        encoder = Encoder(name, device=device, cache=False)
     config = AutoConfig.from_pretrained(path)  # Encoder loaded it already: no new failure modes here
     if saved.is_file():  # a checkpoint written by MaskedLM.save (e.g. privacy-adapted)
         model = AutoModelForMaskedLM.from_pretrained(path)
