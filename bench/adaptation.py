@@ -53,7 +53,7 @@ class AdaptationConfig:
     """
 
     objective: str  # vanilla, prob or denoising
-    steps: int = 300  # optimizer steps (CPU default; the paper trains for many epochs of Wikipedia+BookCorpus)
+    steps: int = 300  # optimizer steps (a CPU default, far below any published pretraining budget)
     batch_size: int = 16  # sequences per step
     lr: float = 5e-5  # AdamW learning rate, linear warm-up over the first 10% of the steps
     k: int = 10  # prob MLM: perturbations of each masked token (paper: 10)
@@ -224,9 +224,8 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
     """
     from bench.public_corpus import public_corpus
 
-    sentences, corpus_description, corpus_hash = public_corpus(config.corpus, task, config.corpus_size, config.seed)
-    mechanism = mechanism_of(defense)
-    key = adaptation_key(encoder_name, mechanism, config, corpus_hash)
+    corpus = public_corpus(config.corpus, task, config.corpus_size, config.seed)
+    key = adaptation_key(encoder_name, mechanism_of(defense), config, corpus[2])
     target = cache_root() / "adapted" / key
     if (target / "adaptation.json").is_file():
         return target
@@ -234,21 +233,22 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint
         if not (target / "adaptation.json").is_file():
-            _pretrain(defense, encoder_name, config, sentences, corpus_description, corpus_hash, key, device,
-                      task, target)
+            _pretrain(defense, encoder_name, config, corpus, device, task, target)
     return target
 
 
-def _pretrain(defense, encoder_name: str, config: AdaptationConfig, sentences: list[str], corpus_description: str,
-              corpus_hash: str, key: str, device: str, task: str | None, target: Path) -> None:
-    """Pretrain, score on held-out text before and after, and save the checkpoint to ``target``."""
+def _pretrain(defense, encoder_name: str, config: AdaptationConfig, corpus: tuple[list[str], str, str], device: str,
+              task: str | None, target: Path) -> None:
+    """Pretrain on ``corpus`` (sentences, description, hash), score the MLM on held-out text before and after,
+    and save the checkpoint to ``target`` (whose name is its key)."""
     import torch
 
     from bench.mlm import masked_token_accuracy
     from bench.progress import track
     from bench.public_corpus import held_out
 
-    mechanism = mechanism_of(defense)
+    sentences, corpus_description, corpus_hash = corpus
+    key, mechanism = target.name, mechanism_of(defense)
     run = Pretraining(defense, encoder_name, config, sentences, key, device)
     held_out_texts, held_out_description, _ = held_out(task)  # never part of a public corpus
     before = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)

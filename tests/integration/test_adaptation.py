@@ -78,7 +78,7 @@ def test_two_processes_asking_for_one_checkpoint_pretrain_it_once(cache, monkeyp
 
     calls = []
 
-    def slow_pretrain(*args):
+    def slow_pretrain(*args):  # (defense, encoder, config, corpus, device, task, target)
         calls.append(args[-1])
         time.sleep(0.5)  # long enough for the other caller to find the work under way
         args[-1].mkdir(parents=True)
