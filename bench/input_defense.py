@@ -39,7 +39,7 @@ class InputDefense(Defense):
 
     adapt: str = added_later("")  # privacy-adaptive pretraining: vanilla, prob or denoising MLM; empty = none
     adapt_steps: int = added_later(300)  # its optimizer steps on privatized public text (a CPU budget)
-    adapt_batch_size: int = added_later(16)  # sequences per step (CPU budget; bench.adaptation gives the paper's)
+    adapt_batch_size: int = added_later(16)  # sequences per step (a CPU budget; see AdaptationConfig)
     adapt_lr: float = added_later(5e-5)  # AdamW learning rate
     adapt_corpus: str = added_later("auto")  # public text: offline squad/conll2003/agnews/auto, or a hub corpus
 
