@@ -196,9 +196,7 @@ def exponential_sample(
     uniforms = rng.random(len(tokens))
     if rows is not None:
         return _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows, chunk, out)
-    distinct, inverse = np.unique(tokens, return_inverse=True)
-    by_row = np.argsort(inverse, kind="stable")  # occurrences grouped by distinct token
-    row_starts = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(distinct)))])
+    distinct, inverse, by_row, row_starts = _grouped_occurrences(tokens)
     width = len(candidates)
     for first in range(0, len(distinct), chunk):
         rows = distinct[first : first + chunk]
@@ -209,6 +207,15 @@ def exponential_sample(
         found = np.searchsorted(shifted, uniforms[occurrences] + local, side="right") - local * width
         out[occurrences] = candidates[np.minimum(found, width - 1)]
     return out
+
+
+def _grouped_occurrences(tokens: np.ndarray):
+    """The distinct tokens, each occurrence's index among them, the occurrences grouped by distinct token
+    (ascending within a group), and where each group starts in that grouping (one more entry: the end)."""
+    distinct, inverse = np.unique(tokens, return_inverse=True)
+    by_row = np.argsort(inverse, kind="stable")
+    row_starts = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(distinct)))])
+    return distinct, inverse, by_row, row_starts
 
 
 def _cdf_rows(table: np.ndarray, tokens: np.ndarray, candidates: np.ndarray, eps: float):
@@ -223,8 +230,7 @@ def _cdf_rows(table: np.ndarray, tokens: np.ndarray, candidates: np.ndarray, eps
 
 def _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows: ExponentialRows, chunk, out):
     """``exponential_sample`` through the row cache: missing rows computed in chunks, then kept."""
-
-    distinct, inverse = np.unique(tokens, return_inverse=True)
+    distinct, _, by_row, row_starts = _grouped_occurrences(tokens)
     cdfs = [rows.get(table, candidates, eps, int(t)) for t in distinct]
     missing = [i for i, row in enumerate(cdfs) if row is None]
     for first in range(0, len(missing), chunk):
@@ -235,7 +241,7 @@ def _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows: Exponent
             rows.put(table, candidates, eps, int(distinct[i]), row)
     width = len(candidates)
     for i, cdf in enumerate(cdfs):
-        where = np.flatnonzero(inverse == i)
+        where = by_row[row_starts[i] : row_starts[i + 1]]  # one slice per token, not a scan of the batch
         out[where] = candidates[np.minimum(np.searchsorted(cdf, uniforms[where], side="right"), width - 1)]
     return out
 
