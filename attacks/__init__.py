@@ -1,1 +1,1 @@
-"""Attacks: one module per attack, discovered by import (see bench.registry)."""
+"""Attacks: one module per attack, discovered by import (see bench.core.registry)."""

@@ -8,7 +8,7 @@ the word-vector file a release names), the public mechanism with its parameters,
 guesses the regular vocabulary token nearest to each vector (exact search); for a released token
 sequence it guesses the released token itself, so ``token_accuracy`` is the fraction of tokens the
 mechanism left unchanged. For token sequences it also makes the Bayesian guess
-argmax_x Pr[x]·Pr[y|x] (bench.posterior: prior from the corpus' token counts, channel from the
+argmax_x Pr[x]·Pr[y|x] (bench.privacy.posterior: prior from the corpus' token counts, channel from the
 public mechanism), reported as ``bayes_token_accuracy``. Metric: fraction of the evaluation set's
 (regular) tokens recovered at their position.
 """
@@ -21,11 +21,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.data import flatten_segments
-from bench.mechanisms import nearest_tokens, token_counts
-from bench.params import require
-from bench.seeding import numpy_generator
-from bench.token_space import space_for
+from bench.data.examples import flatten_segments
+from bench.privacy.mechanisms import nearest_tokens, token_counts
+from bench.core.params import require
+from bench.core.seeding import numpy_generator
+from bench.privacy.token_space import space_for
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Inversion(Attack):
         released = _released_ids(release, space)
         guesses = {"token_accuracy": released}
         if self._bayes_applies(release):
-            from bench.posterior import bayes_guesses
+            from bench.privacy.posterior import bayes_guesses
 
             corpus_ids = space.client_ids(flatten_segments(public.corpus)[0])
             counts = token_counts([x[x >= 0] for x in corpus_ids], len(space.table))

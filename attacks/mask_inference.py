@@ -31,11 +31,11 @@ import numpy as np
 
 from attacks.inversion import TokenGuesses, _hits
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
-from bench.data import flatten_segments
-from bench.params import added_later
-from bench.token_space import WORD, space_for
+from bench.data.examples import flatten_segments
+from bench.core.params import added_later
+from bench.privacy.token_space import WORD, space_for
 
-HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.public_corpus.held_out)
+HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.data.public_corpus.held_out)
 UNMAPPED = -2  # a guess that is no token of the space: never equals a true id (a missing word is -1)
 
 
@@ -54,7 +54,7 @@ class MaskInference(Attack):
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
 
     mlm: str = "minilm"  # the attacker's masked LM: a hub id with its pretrained head, or minilm with a fresh tied head
-    checkpoint: str = ""  # a directory saved by bench.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
+    checkpoint: str = ""  # a directory saved by bench.models.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
     batch_size: int = 64  # masked rows per forward pass
     max_sentences: int = 0  # attack only the first N released sentences (0 = all); the metric is over those
     # vanilla, prob or denoising: the attacker adapts mlm itself (Qu et al. §3.4) on public text privatized by
@@ -63,7 +63,7 @@ class MaskInference(Attack):
     adapted_steps: int = added_later(300)  # that adaptation's optimizer steps
 
     def __post_init__(self) -> None:
-        from bench.adaptation import OBJECTIVES
+        from bench.models.adaptation import OBJECTIVES
 
         require(self.adapted in ("", *OBJECTIVES),
                 f"mask-inference adapted must be vanilla, prob or denoising (or empty), got '{self.adapted}'.")
@@ -72,7 +72,7 @@ class MaskInference(Attack):
         require(self.batch_size >= 1, f"mask-inference batch_size must be >= 1, got {self.batch_size}.")
         require(self.max_sentences >= 0, f"mask-inference max_sentences must be >= 0, got {self.max_sentences}.")
         require(not self.checkpoint or Path(self.checkpoint).expanduser().is_dir(),
-                f"mask-inference checkpoint '{self.checkpoint}' is not a directory saved by bench.mlm "
+                f"mask-inference checkpoint '{self.checkpoint}' is not a directory saved by bench.models.mlm "
                 "(MaskedLM.save); leave it empty to use mlm.")
         self.run_notes: dict = {}
         self._model = None
@@ -81,7 +81,7 @@ class MaskInference(Attack):
 
     def _load(self, public: PublicKnowledge, release: Release | None = None):
         """The attacker's MLM, loaded once (``release`` names the mechanism an ``adapted`` MLM is adapted to)."""
-        from bench.mlm import load_mlm
+        from bench.models.mlm import load_mlm
 
         if self._model is None:
             device = getattr(public.encoder, "device", "cpu")
@@ -99,8 +99,8 @@ class MaskInference(Attack):
         import dataclasses
 
         from bench import DEFENSES, BenchError
-        from bench.adaptation import AdaptationConfig, adapt_encoder
-        from bench.params import build_component
+        from bench.models.adaptation import AdaptationConfig, adapt_encoder
+        from bench.core.params import build_component
 
         settings = dict(release.public) if release is not None else {}
         if settings.get("vectors"):
@@ -126,7 +126,7 @@ class MaskInference(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> MaskGuesses:
         """The MLM's guess at every position of every attacked released sentence."""
-        from bench.mlm import top1_at
+        from bench.models.mlm import top1_at
 
         space = space_for(release.public, public.encoder)
         mlm = self._load(public, release)
@@ -173,8 +173,8 @@ class MaskInference(Attack):
 
     def _held_out_top1(self, public: PublicKnowledge) -> float:
         """Measured once per attack object, on the same held-out sentences for every run."""
-        from bench.mlm import masked_token_accuracy
-        from bench.public_corpus import held_out
+        from bench.models.mlm import masked_token_accuracy
+        from bench.data.public_corpus import held_out
 
         if self._top1 is None:
             texts, description, _ = held_out(public.task, HELD_OUT_SENTENCES)
@@ -189,7 +189,7 @@ class _Units:
     and how the MLM's guesses map back into the space."""
 
     def __init__(self, space, mlm) -> None:
-        from bench.errors import BenchError
+        from bench.core.errors import BenchError
 
         self.space, self.tokenizer = space, mlm.tokenizer
         if space.format == "wordpiece":

@@ -22,7 +22,7 @@ import numpy as np
 
 from attacks.rss import RSS
 from bench import PublicKnowledge, Release, ReleaseKind, register_attack, require
-from bench.neighbours import cosine_search
+from bench.privacy.neighbours import cosine_search
 
 
 @register_attack()
@@ -46,7 +46,7 @@ class RepRecon(RSS):
 
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
         """Index of the corpus sentence nearest to each reconstructed representation."""
-        from bench.errors import BenchError
+        from bench.core.errors import BenchError
 
         if release.known_pairs is None:
             raise BenchError("reprecon needs known (released, original) pairs, and this release has none.")
@@ -61,7 +61,7 @@ class RepRecon(RSS):
         import torch
         from torch import nn
 
-        from bench.seeding import derive_seed, torch_generator
+        from bench.core.seeding import derive_seed, torch_generator
 
         x, y = torch.as_tensor(released, dtype=torch.float32), torch.as_tensor(original, dtype=torch.float32)
         with torch.random.fork_rng():

@@ -23,9 +23,9 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.data import as_text
-from bench.metrics import cosine_rows, jaccard_words, tfidf_cosine
-from bench.neighbours import cosine_search
+from bench.data.examples import as_text
+from bench.core.metrics import cosine_rows, jaccard_words, tfidf_cosine
+from bench.privacy.neighbours import cosine_search
 
 
 @register_attack()
@@ -49,7 +49,7 @@ class RSS(Attack):
 
     def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Identity, JCdist, TF-IDFsim, Label and SBERTsim averaged over release rows."""
-        from bench.encoders import load_encoder
+        from bench.models.encoders import load_encoder
 
         guessed = [public.corpus[i] for i in guesses]
         guessed_text, true_text = [as_text(x) for x in guessed], [as_text(x) for x in truth.texts]

@@ -2,15 +2,15 @@
 
 __version__ = "0.1.0"
 
-from bench.components import Attack, Cell, Defense, DefenseOutput, PublicKnowledge, Task, Truth
-from bench.data import Examples, TaskData
-from bench.errors import BenchError
-from bench.input_defense import InputDefense
-from bench.params import added_later, require
-from bench.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
-from bench.releases import Release, ReleaseKind
-from bench.representation import RepresentationDefense
-from bench.spec import RunSpec
+from bench.core.components import Attack, Cell, Defense, DefenseOutput, PublicKnowledge, Task, Truth
+from bench.data.examples import Examples, TaskData
+from bench.core.errors import BenchError
+from bench.engine.input_defense import InputDefense
+from bench.core.params import added_later, require
+from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
+from bench.core.releases import Release, ReleaseKind
+from bench.engine.representation import RepresentationDefense
+from bench.core.spec import RunSpec
 
 __all__ = [
     "added_later",

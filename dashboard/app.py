@@ -11,7 +11,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from bench.store import ResultStore
+from bench.results.store import ResultStore
 from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
 from dashboard.deniability import render_deniability
 from dashboard.sweeps import sweep_chart, sweeps

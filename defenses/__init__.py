@@ -1,1 +1,1 @@
-"""Defenses: one module per defense family, discovered by import (see bench.registry)."""
+"""Defenses: one module per defense family, discovered by import (see bench.core.registry)."""

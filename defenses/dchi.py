@@ -8,7 +8,7 @@ Threat model: the server and any eavesdropper see the noisy release; they know t
 the mechanism and eta, never the sampled noise. The client's encoder is frozen.
 
 Noise N = r·u, u uniform on the unit sphere of R^n, r ~ Gamma(n, 1/eta): density ∝ exp(-eta·||N||),
-mean radius n/eta (bench.mechanisms.dchi_noise). Three mechanisms, one parameter eta:
+mean radius n/eta (bench.privacy.mechanisms.dchi_noise). Three mechanisms, one parameter eta:
 - ``dchi-sequence``: noise on the pooled sentence representation (``sentence_embeddings``);
 - ``dchi-token`` (M_rep): noise on each regular token's input embedding (``token_embeddings``); the
   server adds [CLS]/[SEP] and position embeddings itself and keeps the embedding layer frozen;
@@ -33,7 +33,7 @@ from bench import (
     register_defense,
     require,
 )
-from bench.mechanisms import (
+from bench.privacy.mechanisms import (
     dchi_noise,
     dchi_token_text,
     dchi_token_vectors,

@@ -20,7 +20,7 @@ Defaults: eps = 14, the authors' BERT-embedding example; p = 0.3 and w = 0.9, th
 example. Deviation in the offline default: all-MiniLM-L6-v2's 384-dimensional table instead of
 bert-base-uncased's, whose distances differ, so equal eps values are not equally private across
 encoders: read eps against the inversion attack's unchanged-token rate in the same record.
-Sampling is per distinct token and batched (bench.mechanisms.exponential_sample): no |V|×|V| matrix.
+Sampling is per distinct token and batched (bench.privacy.mechanisms.exponential_sample): no |V|×|V| matrix.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench import InputDefense, ReleaseKind, added_later, register_defense, require
-from bench.mechanisms import (
+from bench.privacy.mechanisms import (
     ExponentialRows,
     least_frequent,
     santext_tokens,

@@ -68,7 +68,7 @@ class TextHide(RepresentationDefense):
             return
         import torch
 
-        from bench.registry import TASKS
+        from bench.core.registry import TASKS
 
         name = self.public or ("cola" if cell.spec.task == "sst2" else "sst2")
         texts = list(TASKS.get(name)().load(cell.spec.n_train, 2, cell.spec.seed).train.texts)

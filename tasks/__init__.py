@@ -1,1 +1,1 @@
-"""Tasks: one module per task family, discovered by import (see bench.registry)."""
+"""Tasks: one module per task family, discovered by import (see bench.core.registry)."""

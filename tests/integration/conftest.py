@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.data import data_dir
+from bench.data.examples import data_dir
 
 
 def pytest_collection_modifyitems(items):
@@ -26,11 +26,11 @@ def real_data():
 def defense_release(defense: str, defense_args: dict, seed: int, n_train: int = 40, n_eval: int = 20) -> list:
     """The evaluation release of one SST-2 cell, as nested lists (for equality checks)."""
     from bench import DEFENSES
-    from bench.components import Cell
-    from bench.params import build_component
-    from bench.registry import TASKS
-    from bench.runner import make_spec
-    from bench.training import TrainingConfig
+    from bench.core.components import Cell
+    from bench.core.params import build_component
+    from bench.core.registry import TASKS
+    from bench.engine.runner import make_spec
+    from bench.models.training import TrainingConfig
 
     spec = make_spec(task="sst2", defense=defense, defense_args=defense_args, n_train=n_train, n_eval=n_eval,
                      training_args="epochs=1", seed=seed)
@@ -43,7 +43,7 @@ def defense_release(defense: str, defense_args: dict, seed: int, n_train: int = 
 
 def bench_run(*args, results, timeout: int = 900) -> dict:
     """``bench run ... --json`` in a subprocess, as a user runs it; returns the printed record."""
-    command = [sys.executable, "-c", "from bench.cli import main; main()", "run", *args,
+    command = [sys.executable, "-c", "from bench.cli.main import main; main()", "run", *args,
                "--results-dir", str(results), "--json"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2],
                           timeout=timeout, env=dict(os.environ, HF_HUB_OFFLINE="1"))

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from bench import DEFENSES
-from bench.adaptation import AdaptationConfig, adapt_encoder
-from bench.params import build_component
-from bench.runner import make_spec, run_cell
+from bench.models.adaptation import AdaptationConfig, adapt_encoder
+from bench.core.params import build_component
+from bench.engine.runner import make_spec, run_cell
 
 TINY = AdaptationConfig("denoising", steps=2, batch_size=4, corpus_size=400)
 
@@ -29,7 +29,7 @@ def cache(tmp_path, monkeypatch):
 def test_adaptation_leaves_the_user_side_table_bit_identical(cache, defense, args, objective):
     from transformers import AutoModelForMaskedLM
 
-    from bench.encoders import load_encoder
+    from bench.models.encoders import load_encoder
 
     config = AdaptationConfig(objective, steps=2, batch_size=4, corpus_size=400)
     mechanism = build_component(DEFENSES.get(defense), args)
@@ -74,7 +74,7 @@ def test_two_processes_asking_for_one_checkpoint_pretrain_it_once(cache, monkeyp
     import threading
     import time
 
-    import bench.adaptation as adaptation
+    import bench.models.adaptation as adaptation
 
     calls = []
 

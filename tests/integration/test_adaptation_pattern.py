@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.runner import make_spec, run_cell
+from bench.engine.runner import make_spec, run_cell
 
 ETA, STEPS, LR, N_TRAIN, EPOCHS, SEEDS = 120.0, 100, 2e-4, 2000, 60, (0, 1, 2)
 

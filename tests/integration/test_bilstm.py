@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from bench import BenchError
-from bench.bilstm import BiLSTMEncoder
-from bench.encoders import load_encoder
-from bench.mechanisms import embedding_table
-from bench.runner import make_spec, run_cell
+from bench.models.bilstm import BiLSTMEncoder
+from bench.models.encoders import load_encoder
+from bench.privacy.mechanisms import embedding_table
+from bench.engine.runner import make_spec, run_cell
 
 
 def test_reads_minilm_table_and_tokenizer():
@@ -32,7 +32,7 @@ def test_frozen_mode_is_refused():
 
 
 def test_finetune_trains_the_lstm_not_the_table(monkeypatch):
-    from bench.components import Cell
+    from bench.core.components import Cell
 
     copies = []
     original = Cell.fresh_encoder

@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from bench.runner import make_spec, run_cell
+from bench.engine.runner import make_spec, run_cell
 
 from .conftest import defense_release
 
@@ -48,7 +48,7 @@ def test_same_spec_same_release_other_seed_other_release(defense):
 def test_finetune_keeps_the_client_side_embedding_table_frozen(monkeypatch):
     import torch
 
-    from bench.components import Cell
+    from bench.core.components import Cell
 
     copies = []
     original = Cell.fresh_encoder

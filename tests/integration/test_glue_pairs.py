@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
-from bench.encoders import load_encoder
-from bench.runner import make_spec, run_cell
+from bench.cli.main import app
+from bench.models.encoders import load_encoder
+from bench.engine.runner import make_spec, run_cell
 from tests.conftest import files_under
 
 PAIR = ("The cat sat on the mat.", "A cat was sitting on a mat!")

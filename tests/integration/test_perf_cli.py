@@ -5,13 +5,13 @@ import json
 from typer.testing import CliRunner
 
 from bench import DEFENSES, InputDefense
-from bench.cli import app
+from bench.cli.main import app
 
 
 def test_perf_times_every_token_mechanism_on_the_fixed_batch(tmp_path, monkeypatch):
-    from bench.encoders import load_encoder
-    from bench.mechanisms import client_token_ids, regular_token_ids
-    from bench.perf import fixed_batch
+    from bench.models.encoders import load_encoder
+    from bench.privacy.mechanisms import client_token_ids, regular_token_ids
+    from bench.analysis.perf import fixed_batch
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "perf.json"

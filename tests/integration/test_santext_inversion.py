@@ -10,7 +10,7 @@ import functools
 
 import pytest
 
-from bench.runner import make_spec, run_cell
+from bench.engine.runner import make_spec, run_cell
 
 from .conftest import defense_release
 

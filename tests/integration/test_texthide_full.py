@@ -6,7 +6,7 @@ frozen 384-dimensional MiniLM, and the slices are small.
 
 import json
 
-from bench.runner import make_spec, run_cell
+from bench.engine.runner import make_spec, run_cell
 from tests.integration.conftest import bench_run as run_cli
 
 SLICE = ["--n-train", "1500", "--n-eval", "300", "--train-args", "epochs=2"]

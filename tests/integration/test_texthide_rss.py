@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from bench.runner import make_spec, run_cell
+from bench.engine.runner import make_spec, run_cell
 from tests.integration.conftest import bench_run
 
 PATTERN_SLICE = {"n_train": 2000, "n_eval": 500, "training_args": "epochs=1"}  # utility not checked here
@@ -49,7 +49,7 @@ def test_finetune_mode_trains_the_encoder_through_texthide(monkeypatch, tmp_path
     """The encoder's weights change, and fine-tuned features never enter the shared cache."""
     import torch
 
-    from bench.components import Cell
+    from bench.core.components import Cell
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     copies = []

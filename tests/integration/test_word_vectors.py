@@ -7,10 +7,10 @@ word of the slice. The release is then text in those words, and inversion is sco
 import numpy as np
 import pytest
 
-from bench.params import build_component
-from bench.registry import TASKS
-from bench.runner import make_spec, run_cell
-from bench.token_space import WORD
+from bench.core.params import build_component
+from bench.core.registry import TASKS
+from bench.engine.runner import make_spec, run_cell
+from bench.privacy.token_space import WORD
 
 
 @pytest.fixture(scope="module")

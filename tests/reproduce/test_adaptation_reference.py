@@ -37,7 +37,7 @@ def test_adaptation_table(table):
         pytest.skip("results/reference/qu2021_adaptation.json has no transcribed pretraining budget yet")
     if not hub_and_gpu("bert-base-uncased"):
         pytest.skip("needs the Hugging Face hub and a CUDA GPU")
-    from bench.runner import make_spec, run_cell
+    from bench.engine.runner import make_spec, run_cell
 
     scheme = reference["schemes"][table]
     for task, cells in reference["values"][table].items():
@@ -52,7 +52,7 @@ def test_adaptation_table(table):
 def test_reference_cells_map_to_defense_arguments():
     """Runs offline: every objective of the reference file becomes valid arguments of its defense."""
     from bench import DEFENSES
-    from bench.params import build_component
+    from bench.core.params import build_component
 
     reference = json.loads(REFERENCE.read_text())
     budget = {"corpus": "wikitext:wikitext-103-raw-v1", "steps": 1000, "batch_size": 32, "lr": 1e-4}

@@ -26,7 +26,7 @@ def test_table3(task, scheme):
         pytest.skip("results/reference/texthide.json has no transcribed values yet")
     if not hub_and_gpu("bert-base-cased"):
         pytest.skip("needs the Hugging Face hub and a CUDA GPU")
-    from bench.runner import make_spec, run_cell
+    from bench.engine.runner import make_spec, run_cell
 
     setting = reference["schemes"][scheme]
     spec = make_spec(task=task, defense=setting["defense"], defense_args=setting["defense_args"], attack="rss",
@@ -51,8 +51,8 @@ def test_table1(task, scheme):
         pytest.skip("results/reference/texthide_table1.json has no transcribed values yet")
     if not hub_and_gpu("bert-base-cased"):
         pytest.skip("needs the Hugging Face hub and a CUDA GPU")
-    from bench.registry import TASKS
-    from bench.runner import make_spec, run_cell
+    from bench.core.registry import TASKS
+    from bench.engine.runner import make_spec, run_cell
 
     setting = reference["schemes"][scheme]
     spec = make_spec(task=task, defense=setting["defense"], defense_args=setting["defense_args"],

@@ -27,7 +27,7 @@ def test_table3_inversion(task):
         pytest.skip("results/reference/qu2021_dchi.json has no transcribed Table 3 values yet")
     if not hub_and_gpu("bert-base-uncased"):
         pytest.skip("needs the Hugging Face hub and a CUDA GPU")
-    from bench.runner import make_spec, run_cell
+    from bench.engine.runner import make_spec, run_cell
 
     for eta, value in values.items():
         spec = make_spec(task=task, defense="dchi-token", defense_args={"eta": float(eta)}, attack="inversion",

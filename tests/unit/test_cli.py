@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
+from bench.cli.main import app
 from tests.conftest import files_under
 
 runner = CliRunner()
@@ -103,7 +103,7 @@ def test_list_shows_parameters_and_pairs():
 
 
 def test_summarize_reports_a_corrupt_line_and_keeps_the_rest(tmp_path):
-    from bench.store import ResultStore
+    from bench.results.store import ResultStore
     from tests.unit.test_store import make_record
 
     store = ResultStore(tmp_path)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bench.leaderboard import summarize
-from bench.store import ResultStore
+from bench.results.leaderboard import summarize
+from bench.results.store import ResultStore
 from tests.unit.test_store import make_record
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

@@ -3,7 +3,7 @@
 import pytest
 
 from bench import BenchError
-from bench.runner import make_spec, run_cell
+from bench.engine.runner import make_spec, run_cell
 
 
 def identity(eta, **kwargs):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import bench.deniability as den
-from bench.cli import app
-from bench.cli import deniability as deniability_command
+import bench.analysis.deniability as den
+from bench.cli.main import app
+from bench.cli.main import deniability as deniability_command
 from tests.conftest import files_under
 
 runner = CliRunner()

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from bench.training import TrainingConfig, client_shards, initial_head, loss_fn, train_head
+from bench.models.training import TrainingConfig, client_shards, initial_head, loss_fn, train_head
 
 
 def data(n=40, dim=8, seed=0):

@@ -5,10 +5,10 @@ import pytest
 from typer.testing import CliRunner
 
 from bench import BenchError
-from bench.cli import app
-from bench.params import build_component
-from bench.registry import TASKS
-from bench.runner import make_spec, run_cell
+from bench.cli.main import app
+from bench.core.params import build_component
+from bench.core.registry import TASKS
+from bench.engine.runner import make_spec, run_cell
 from tests.conftest import files_under, synthetic_pairs
 
 PAIR_TASKS = {"mrpc": ("f1", "accuracy"), "stsb": ("pearson", "spearman"), "qqp": ("f1", "accuracy"),

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from bench import ATTACKS, BenchError
-from bench.gradient_inversion import MatchingSettings, run_attacks, success
-from bench.params import build_component
-from bench.training import TrainingConfig, initial_head, loss_fn
+from bench.privacy.gradient_inversion import MatchingSettings, run_attacks, success
+from bench.core.params import build_component
+from bench.models.training import TrainingConfig, initial_head, loss_fn
 
 SETTINGS = MatchingSettings(steps=300)
 TEXTHIDE_HEAD = TrainingConfig(activation="tanh", head_layers=2)  # TextHide's head: dense-tanh layers, then out
@@ -77,14 +77,14 @@ def test_bad_values_are_one_sentence_errors(args, message):
 
 
 def test_a_bad_mock_size_is_one_sentence(tiny_data):
-    from bench.runner import make_spec, run_cell
+    from bench.engine.runner import make_spec, run_cell
 
     with pytest.raises(BenchError, match="positive integer"):
         run_cell(make_spec(defense="none", encoder="mock-x"))
 
 
 def test_attack_runs_on_a_cell_and_notes_its_speed(tiny_data):
-    from bench.runner import make_spec, run_cell
+    from bench.engine.runner import make_spec, run_cell
 
     spec = make_spec(defense="texthide", defense_args="m=1,k=1", attack="gradient-matching",
                      attack_args="attacks=4,steps=50", encoder="mock-8", training_args="epochs=1,activation=tanh")

@@ -2,10 +2,10 @@
 
 import pytest
 
-import bench.grid as grid_module
+import bench.engine.grid as grid_module
 from bench import BenchError
-from bench.grid import load_grid, run_grid
-from bench.store import ResultStore
+from bench.engine.grid import load_grid, run_grid
+from bench.results.store import ResultStore
 
 GRID = """
 tasks: [sst2]
@@ -84,7 +84,7 @@ def test_odd_grids_are_one_clear_error(tiny_data, tmp_path, text):
 def test_grid_refuses_single_cell_flags(tiny_data, tmp_path):
     from typer.testing import CliRunner
 
-    from bench.cli import app
+    from bench.cli.main import app
 
     result = CliRunner().invoke(app, ["run", "--grid", str(write(tmp_path, GRID)), "--check"])
     assert result.exit_code == 2 and "--grid" in result.stderr
@@ -93,8 +93,8 @@ def test_grid_refuses_single_cell_flags(tiny_data, tmp_path):
 def test_shards_split_a_grid_into_disjoint_parts_that_cover_it(tiny_data, tmp_path):
     from typer.testing import CliRunner
 
-    from bench.cli import app
-    from bench.grid import cell_key, shard_of
+    from bench.cli.main import app
+    from bench.engine.grid import cell_key, shard_of
 
     specs = load_grid(write(tmp_path, GRID))
     parts = [shard_of(specs, f"{i}/3") for i in (1, 2, 3)]

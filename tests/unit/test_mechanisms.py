@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.mechanisms import dchi_noise, nearest_tokens, regular_token_ids
+from bench.privacy.mechanisms import dchi_noise, nearest_tokens, regular_token_ids
 
 
 def test_dchi_noise_radius_and_direction():
@@ -29,7 +29,7 @@ def test_dchi_noise_rejects_nonpositive_eta():
 
 
 def test_nearest_tokens_equal_brute_force_and_reuse_one_index_per_table():
-    from bench.mechanisms import candidate_index
+    from bench.privacy.mechanisms import candidate_index
 
     rng = np.random.default_rng(0)
     table, candidates = rng.standard_normal((500, 32)), np.sort(rng.choice(500, size=300, replace=False))
@@ -52,7 +52,7 @@ def test_regular_tokens_exclude_special_and_unused():
 
 
 def test_dchi_text_is_the_exact_nearest_candidate_of_the_noisy_vector():
-    from bench.mechanisms import dchi_token_text, dchi_token_vectors
+    from bench.privacy.mechanisms import dchi_token_text, dchi_token_vectors
 
     rng = np.random.default_rng(0)
     table = rng.standard_normal((300, 16)).astype(np.float32)
@@ -67,7 +67,7 @@ def test_dchi_text_is_the_exact_nearest_candidate_of_the_noisy_vector():
 
 
 def test_dchi_text_keeps_tokens_at_small_noise_and_changes_them_at_large():
-    from bench.mechanisms import dchi_token_text
+    from bench.privacy.mechanisms import dchi_token_text
 
     rng = np.random.default_rng(1)
     table = rng.standard_normal((200, 16)).astype(np.float32)

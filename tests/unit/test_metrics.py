@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bench.metrics import METRICS, jaccard_words, metric_info, tfidf_cosine
-from bench.neighbours import cosine_search
+from bench.core.metrics import METRICS, jaccard_words, metric_info, tfidf_cosine
+from bench.privacy.neighbours import cosine_search
 
 
 def test_jaccard_is_word_overlap_over_union():

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from bench import BenchError
-from bench.adaptation import AdaptationConfig, adaptation_key, soft_mlm_loss
-from bench.mlm import apply_mask, bert_mask
-from bench.public_corpus import held_out, public_corpus
+from bench.models.adaptation import AdaptationConfig, adaptation_key, soft_mlm_loss
+from bench.models.mlm import apply_mask, bert_mask
+from bench.data.public_corpus import held_out, public_corpus
 
 REGULAR = np.arange(1000, 2000)  # stand-in regular ids; everything else is "special"
 
@@ -34,7 +34,7 @@ def tiny_bert(tmp_path_factory):
 
 
 def test_fresh_head_decoder_is_the_input_embedding_table(tiny_bert):
-    from bench.mlm import load_mlm
+    from bench.models.mlm import load_mlm
 
     mlm = load_mlm(tiny_bert)
     decoder = mlm.model.get_output_embeddings().weight
@@ -53,7 +53,7 @@ def test_fresh_head_decoder_is_the_input_embedding_table(tiny_bert):
 
 
 def test_saved_mlm_loads_back_with_its_head(tiny_bert, tmp_path):
-    from bench.mlm import load_mlm
+    from bench.models.mlm import load_mlm
 
     mlm = load_mlm(tiny_bert)
     mlm.head = "fresh BERT-style head, trained by a test"
@@ -66,7 +66,7 @@ def test_saved_mlm_loads_back_with_its_head(tiny_bert, tmp_path):
 
 
 def test_mock_encoders_have_no_masked_lm():
-    from bench.mlm import load_mlm
+    from bench.models.mlm import load_mlm
 
     with pytest.raises(BenchError, match="no WordPiece transformer"):
         load_mlm("mock")
@@ -94,7 +94,7 @@ def test_masking_replaces_only_the_chosen_positions_as_told():
 
 
 def test_masked_token_accuracy_masks_regular_tokens_only(tiny_bert, monkeypatch):
-    import bench.mlm as mlm_module
+    import bench.models.mlm as mlm_module
 
     mlm = mlm_module.load_mlm(tiny_bert)
     seen = {}
@@ -208,7 +208,7 @@ def test_hub_corpus_takes_the_first_n_texts_of_the_stream(tiny_public_data, monk
 
 
 def test_adaptation_perf_times_each_mechanism_and_objective(tiny_bert, tiny_public_data):
-    from bench.adaptation_perf import PRIVATIZE_TARGET, adaptation_table, run_adaptation_perf
+    from bench.analysis.adaptation_perf import PRIVATIZE_TARGET, adaptation_table, run_adaptation_perf
 
     rows = run_adaptation_perf(["santext", "dchi-text"], ["prob", "denoising"], "", steps=2, batch_size=2,
                                encoder=tiny_bert, seed=0, warmup=1)

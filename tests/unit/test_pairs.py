@@ -6,10 +6,10 @@ import json
 import numpy as np
 import torch
 
-from bench.cache import texts_key
-from bench.data import Examples, TaskData, as_text, flatten_segments
-from bench.encoders import MockEncoder, fit_pair
-from bench.training import targets_for
+from bench.models.cache import texts_key
+from bench.data.examples import Examples, TaskData, as_text, flatten_segments
+from bench.models.encoders import MockEncoder, fit_pair
+from bench.models.training import targets_for
 
 PAIRS = (("the film is dull", "the plot is tedious"), ("a warm story", "a sharp script"))
 

@@ -3,7 +3,7 @@
 import pytest
 
 from bench import DEFENSES, BenchError
-from bench.params import build_component, component_args, parse_arg_string
+from bench.core.params import build_component, component_args, parse_arg_string
 
 
 def test_parse_arg_string():
@@ -40,7 +40,7 @@ def test_yaml_booleans_are_not_integers():
 def test_a_parameter_added_later_keeps_old_config_hashes_while_at_its_default():
     from dataclasses import dataclass
 
-    from bench.params import added_later, build_component, component_args
+    from bench.core.params import added_later, build_component, component_args
 
     @dataclass
     class Before:
@@ -59,8 +59,8 @@ def test_every_committed_record_resolves_to_its_config_hash():
     """Current defaults reproduce each current record's hash, so grids skip it and the leaderboard groups it."""
     from pathlib import Path
 
-    from bench.runner import component_versions, make_spec
-    from bench.store import ResultStore
+    from bench.engine.runner import component_versions, make_spec
+    from bench.results.store import ResultStore
 
     records, problems = ResultStore(Path(__file__).parents[2] / "results").read()
     assert records and not problems

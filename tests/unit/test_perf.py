@@ -9,8 +9,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from bench import DEFENSES, InputDefense
-from bench.cli import app
-from bench.perf import (
+from bench.cli.main import app
+from bench.analysis.perf import (
     TARGET_RATIO,
     PerfReport,
     Timing,

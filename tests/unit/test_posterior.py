@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.mechanisms import santext_tokens
-from bench.posterior import (
+from bench.privacy.mechanisms import santext_tokens
+from bench.privacy.posterior import (
     bayes_guesses,
     exponential_log_channel,
     keep_or_scatter_log_channel,

@@ -32,7 +32,7 @@ def test_readme_module_is_listed_and_runs(tmp_path):
                PYTHONPATH=str(copy))
 
     def bench(*args):
-        command = [sys.executable, "-c", "from bench.cli import main; main()", *args]
+        command = [sys.executable, "-c", "from bench.cli.main import main; main()", *args]
         return subprocess.run(command, capture_output=True, text=True, env=env, cwd=copy, timeout=300)
 
     imported = bench("list")

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from bench import DEFENSES, ReleaseKind
-from bench.components import Cell
-from bench.params import build_component
-from bench.registry import TASKS
-from bench.runner import make_spec, run_cell
-from bench.training import TrainingConfig
+from bench.core.components import Cell
+from bench.core.params import build_component
+from bench.core.registry import TASKS
+from bench.engine.runner import make_spec, run_cell
+from bench.models.training import TrainingConfig
 
 FAST = "epochs=3"
 

@@ -5,14 +5,14 @@ import pytest
 from scipy.special import softmax
 
 from bench import BenchError
-from bench.mechanisms import (
+from bench.privacy.mechanisms import (
     ExponentialRows,
     exponential_sample,
     least_frequent,
     santext_tokens,
     token_counts,
 )
-from bench.runner import make_spec
+from bench.engine.runner import make_spec
 
 
 def table(rows=6, dim=3, seed=0):

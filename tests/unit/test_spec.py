@@ -3,7 +3,7 @@
 import pytest
 
 from bench import BenchError
-from bench.runner import make_spec
+from bench.engine.runner import make_spec
 
 
 def test_defaults_are_resolved_before_hashing(tiny_data):

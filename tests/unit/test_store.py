@@ -6,8 +6,8 @@ import multiprocessing
 import pytest
 from pydantic import ValidationError
 
-from bench.record import ResultRecord
-from bench.store import ResultStore
+from bench.results.record import ResultRecord
+from bench.results.store import ResultStore
 
 
 def make_record(seed=0, defense="texthide", **overrides):

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from bench.leaderboard import summarize
-from bench.store import ResultStore
+from bench.results.leaderboard import summarize
+from bench.results.store import ResultStore
 from tests.unit.test_store import make_record
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bench import DEFENSES
-from bench.params import build_component
+from bench.core.params import build_component
 
 
 def make(m, k, dim=16, seed=0):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.token_space import WordVectorSpace, _read_vectors
+from bench.privacy.token_space import WordVectorSpace, _read_vectors
 
 
 def glove(tmp_path, lines):

@@ -1,0 +1,389 @@
+"""``bench perf``: how fast each privacy mechanism runs, against what the machine allows.
+
+Token-level mechanisms (every registered ``InputDefense``) are timed in tokens per second on a
+fixed batch of SST-2 sentences; representation-level ones (every ``RepresentationDefense`` that
+transforms something) in sentences per second on the encoder's features of the same batch.
+
+The yardstick is exact nearest-neighbour search over the vocabulary: one query costs a row of
+distances, 2·|V|·n floating-point operations as a matrix product, so the machine's float32 matrix
+product throughput bounds it at ``GFLOP/s·1e9 / (2·|V|·n)`` tokens per second. Each token-level
+mechanism is reported as ``ceiling / measured`` (how many times slower than that bound).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from bench.core.errors import BenchError
+
+TARGET_RATIO = 3.0  # a search mechanism within 3x of the float32 ceiling meets the target
+QUERY_BLOCK = 1024  # queries per matrix product when measuring throughput (a search works in blocks)
+WARMUP_SENTENCES = 64  # a short first call loads kernels and allocators before timing
+TASK = "sst2"
+
+
+@dataclass
+class Timing:
+    """One mechanism's measured cost on the fixed batch."""
+
+    defense: str
+    args: dict[str, Any]
+    level: str  # "token" (items are tokens) or "sentence" (items are sentences)
+    items: int
+    fit_s: float  # fit (token level) or setup (sentence level), run once
+    run_s: list[float]  # each timed privatize / hide call on the whole batch
+    search_flops: float | None = None  # 2·|V|·n of the mechanism's token space; None at sentence level
+
+    @property
+    def median_s(self) -> float:
+        """Median wall time of the timed calls."""
+        return statistics.median(self.run_s)
+
+    @property
+    def rate(self) -> float:
+        """Items (tokens or sentences) per second at the median time."""
+        return self.items / self.median_s if self.median_s > 0 else float("inf")
+
+    @property
+    def unit(self) -> str:
+        """``tokens/s`` or ``sentences/s``."""
+        return f"{self.level}s/s"
+
+
+@dataclass
+class PerfReport:
+    """Everything ``bench perf`` measured, with the setting it was measured in."""
+
+    settings: dict[str, Any]  # sentences, tokens, encoder, vocabulary, dim, repeats, seed
+    gflops: dict[str, float | None]  # matrix product throughput per dtype ("float32", "bfloat16")
+    timings: list[Timing]
+    machine: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def ceiling(self, timing: Timing) -> float | None:
+        """Exact-search tokens/s that float32 throughput allows in ``timing``'s token space."""
+        if timing.search_flops is None or not self.gflops.get("float32"):
+            return None
+        return search_ceiling(self.gflops["float32"], timing.search_flops)
+
+    def ratio(self, timing: Timing) -> float | None:
+        """``ceiling / measured``: how many times slower than the float32 bound (None at sentence level)."""
+        ceiling = self.ceiling(timing)
+        return None if ceiling is None else ceiling / timing.rate
+
+
+def search_flops(vocabulary: int, dim: int) -> float:
+    """Floating-point operations of one exact nearest-neighbour query: 2·|V|·n."""
+    return 2.0 * vocabulary * dim
+
+
+def search_ceiling(gflops: float, flops_per_query: float) -> float:
+    """Queries per second that ``gflops`` allows when one query costs ``flops_per_query``."""
+    return gflops * 1e9 / flops_per_query
+
+
+def time_calls(call: Callable[[], Any], repeats: int, warmup: Callable[[], Any] | None = None) -> list[float]:
+    """Wall times of ``repeats`` calls of ``call``, after one untimed ``warmup`` call (default: ``call``)."""
+    (warmup or call)()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repeats: int = 10) -> float | None:
+    """Best GFLOP/s of ``(rows × inner) @ (inner × cols)`` over ``repeats`` products, torch default threads.
+
+    The right operand is stored ``(cols, inner)`` and transposed, as a vocabulary table is.
+    Returns None when torch cannot multiply in ``dtype`` on this machine.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    try:
+        left = torch.randn(rows, inner, generator=generator).to(getattr(torch, dtype))
+        right = torch.randn(cols, inner, generator=generator).to(getattr(torch, dtype))
+        times = time_calls(lambda: left @ right.T, repeats)
+    except (RuntimeError, TypeError):
+        return None
+    # the fastest product, not the median: the ceiling is an upper bound, and on a shared machine the
+    # least disturbed run estimates it best (so contention never makes a mechanism look closer to it)
+    return 2.0 * rows * inner * cols / min(times) / 1e9
+
+
+def mechanism_classes() -> dict[str, type]:
+    """Every registered defense that is a privacy mechanism bench perf can time, by name.
+
+    Token level: subclasses of ``InputDefense``. Sentence level: subclasses of
+    ``RepresentationDefense`` that override a hide method (the identity ``none`` is left out).
+    """
+    from bench.core.registry import DEFENSES
+
+    return {name: DEFENSES.get(name) for name in DEFENSES.names() if _default_mechanism(DEFENSES.get(name))}
+
+
+def _level(cls: type) -> str | None:
+    from bench.engine.input_defense import InputDefense
+    from bench.engine.representation import RepresentationDefense
+
+    if issubclass(cls, InputDefense):
+        return "token"
+    if issubclass(cls, RepresentationDefense):
+        return "sentence"
+    return None
+
+
+def _default_mechanism(cls: type) -> bool:
+    from bench.engine.representation import RepresentationDefense
+
+    level = _level(cls)
+    if level == "sentence":
+        hides = ("hide", "hide_batch", "hide_inference")
+        return any(getattr(cls, h) is not getattr(RepresentationDefense, h) for h in hides)
+    return level == "token"
+
+
+def build_mechanisms(names: Sequence[str] | None, defense_args: str = "") -> list[tuple[str, Any]]:
+    """The defenses to time, built with their defaults (or ``defense_args`` for a single one).
+
+    Raises ``BenchError`` for an unknown name, bad arguments, or a defense that is no mechanism.
+    """
+    from bench.core.params import build_component
+    from bench.core.registry import DEFENSES
+
+    names = list(dict.fromkeys(names)) if names else list(mechanism_classes())
+    if defense_args and len(names) != 1:
+        raise BenchError(f"--defense-args applies to one defense; name exactly one with --defense "
+                         f"(got {len(names)}).")
+    built = []
+    for name in names:
+        cls = DEFENSES.get(name)
+        if _level(cls) is None:
+            raise BenchError(f"defense '{name}' is neither a token-level nor a representation-level mechanism, "
+                             f"so bench perf cannot time it; choose from {', '.join(mechanism_classes())}.")
+        built.append((name, build_component(cls, defense_args or None)))
+    return sorted(built, key=lambda item: _level(type(item[1])) != "token")  # token level first, names kept in order
+
+
+def fixed_batch(sentences: int, seed: int = 0) -> list[str]:
+    """The first ``sentences`` of SST-2's training split, sampled by the task with ``seed``."""
+    from bench.core.params import build_component
+    from bench.core.registry import TASKS
+
+    if sentences < 1:
+        raise BenchError(f"--sentences must be at least 1, got {sentences}.")
+    task = build_component(TASKS.get(TASK), {})
+    return list(task.load(sentences, 2, seed).train.texts)
+
+
+def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, seed: int = 0) -> Timing:
+    """Time ``defense.fit`` once and ``defense.privatize`` on every sentence of ``ids`` (tokens/s)."""
+    from bench.core.params import component_args
+    from bench.core.seeding import numpy_generator
+
+    start = time.perf_counter()
+    defense.fit(ids, space)
+    fit_s = time.perf_counter() - start
+    name = type(defense).registry_name
+    times = time_calls(
+        # the same generator seed on every call, so every timed call does the same work
+        lambda: defense.privatize(ids, space, numpy_generator(seed, "perf", name)),
+        repeats,
+        warmup=lambda: defense.privatize(ids[:WARMUP_SENTENCES], space, numpy_generator(seed, "perf-warmup", name)),
+    )
+    return Timing(name, component_args(defense), "token", int(sum(len(x) for x in ids)), fit_s, times,
+                  search_flops(len(space.candidates), space.table.shape[1]))
+
+
+def time_sentence_mechanism(defense, features: np.ndarray, repeats: int, seed: int = 0) -> Timing:
+    """Time ``defense.setup`` once and ``defense.hide_inference`` on all ``features`` (sentences/s)."""
+    import torch
+
+    from bench.core.params import component_args
+    from bench.core.seeding import torch_generator
+
+    name = type(defense).registry_name
+    reps = torch.from_numpy(features)
+    start = time.perf_counter()
+    defense.setup(reps.shape[1], torch_generator(seed, "perf-secrets", name))
+    fit_s = time.perf_counter() - start
+    times = time_calls(lambda: defense.hide_inference(reps, torch_generator(seed, "perf", name)), repeats)
+    return Timing(name, component_args(defense), "sentence", len(features), fit_s, times)
+
+
+def run_perf(
+    sentences: int = 2000,
+    repeats: int = 3,
+    defenses: Sequence[str] | None = None,
+    defense_args: str = "",
+    encoder_name: str = "minilm",
+    seed: int = 0,
+    progress: Callable[[str], None] = lambda message: None,
+) -> PerfReport:
+    """Measure matrix-product throughput and time every selected mechanism on the fixed batch."""
+    from bench.models.encoders import load_encoder
+    from bench.core.seeding import numpy_generator
+    from bench.privacy.token_space import token_space
+
+    if sentences < 1 or repeats < 1:
+        raise BenchError(f"--sentences and --repeats must be at least 1, got {sentences} and {repeats}.")
+    mechanisms = build_mechanisms(defenses, defense_args)
+    texts = fixed_batch(sentences, seed)
+    progress(f"loading encoder {encoder_name}")
+    encoder = load_encoder(encoder_name)
+    wordpieces = token_space(encoder)
+    vocabulary, dim = len(wordpieces.candidates), int(wordpieces.table.shape[1])
+    spaces: dict[str, tuple[Any, list[np.ndarray]]] = {"": (wordpieces, wordpieces.client_ids(texts))}
+    progress("measuring matrix-product throughput")
+    before = throughput(vocabulary, dim)
+    features = None
+    timings = []
+    for name, defense in mechanisms:
+        progress(f"timing {name}")
+        if _level(type(defense)) == "token":
+            key = getattr(defense, "vectors", "")  # a word-vector file is its own token space
+            if key not in spaces:
+                space = defense.token_space(encoder)
+                spaces[key] = space, space.client_ids(texts, numpy_generator(seed, "perf-oov"))
+            timings.append(time_token_mechanism(defense, spaces[key][1], spaces[key][0], repeats, seed))
+        else:
+            features = encoder.encode(texts) if features is None else features
+            timings.append(time_sentence_mechanism(defense, features, repeats, seed))
+    progress("measuring matrix-product throughput again")
+    after = throughput(vocabulary, dim)
+    # before and after the mechanisms, keeping the better: a burst of load on a shared machine at one moment
+    # should not lower the ceiling
+    gflops = {dtype: max(filter(None, (before[dtype], after[dtype])), default=None) for dtype in before}
+    wordpiece_ids = spaces[""][1]
+    settings = {
+        "task": TASK, "split": "train", "sentences": len(texts), "tokens": int(sum(len(x) for x in wordpiece_ids)),
+        "distinct_tokens": int(len(np.unique(np.concatenate(wordpiece_ids)))) if wordpiece_ids else 0,
+        "encoder": encoder_name, "vocabulary": vocabulary, "dim": dim, "query_block": QUERY_BLOCK,
+        "repeats": repeats, "seed": seed,
+    }
+    return PerfReport(settings, gflops, timings, machine_info(), versions())
+
+
+def throughput(vocabulary: int, dim: int) -> dict[str, float | None]:
+    """GFLOP/s of float32 and bfloat16 products at the search's shape (a query block against the table)."""
+    return {dtype: matmul_gflops(QUERY_BLOCK, dim, vocabulary, dtype) for dtype in ("float32", "bfloat16")}
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU count, thread counts, platform and load average at the time of measurement."""
+    import torch
+
+    info: dict[str, Any] = {
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    try:
+        import faiss
+
+        info["faiss_threads"] = faiss.omp_get_max_threads()
+    except ImportError:
+        pass
+    if hasattr(os, "getloadavg"):
+        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return info
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages whose kernels are timed."""
+    import torch
+
+    import bench
+
+    found = {"bench": bench.__version__, "torch": torch.__version__, "numpy": np.__version__}
+    try:
+        import faiss
+
+        found["faiss"] = faiss.__version__
+    except ImportError:
+        pass
+    return found
+
+
+def report_dict(report: PerfReport) -> dict[str, Any]:
+    """The report as plain JSON-ready data (the figures the README quotes)."""
+    f32 = report.gflops.get("float32")
+    flops = search_flops(report.settings["vocabulary"], report.settings["dim"])
+    return {
+        "settings": report.settings,
+        "gflops": report.gflops,
+        "ceiling_tokens_per_s": None if not f32 else search_ceiling(f32, flops),
+        "target_ratio": TARGET_RATIO,
+        "mechanisms": [_timing_dict(report, t) for t in report.timings],
+        "machine": report.machine,
+        "versions": report.versions,
+    }
+
+
+def _timing_dict(report: PerfReport, timing: Timing) -> dict[str, Any]:
+    ratio = report.ratio(timing)
+    return {
+        "defense": timing.defense, "args": timing.args, "level": timing.level, "items": timing.items,
+        "fit_s": timing.fit_s, "run_s": timing.run_s, "median_s": timing.median_s, "rate": timing.rate,
+        "unit": timing.unit, "ceiling": report.ceiling(timing), "ratio": ratio,
+        "within_target": None if ratio is None else ratio <= TARGET_RATIO,
+    }
+
+
+def write_json(report: PerfReport, path: Path) -> None:
+    """Write ``report_dict(report)`` to ``path`` (parents created)."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report_dict(report), indent=2) + "\n", encoding="utf-8")
+
+
+def perf_table(report: PerfReport):
+    """A rich table: one row per mechanism, with the ceiling ratio flagged beyond the target."""
+    from rich.table import Table
+
+    data = report_dict(report)
+    settings = data["settings"]
+    bf16 = report.gflops.get("bfloat16")
+    title = (
+        f"{settings['sentences']:,} SST-2 sentences, {settings['tokens']:,} tokens · "
+        f"float32 matmul {_number(report.gflops.get('float32'))} GFLOP/s"
+        + (f", bf16 {_number(bf16)}" if bf16 else "")
+        + f" · exact-search ceiling {_number(data['ceiling_tokens_per_s'])} tokens/s "
+        f"(|V| {settings['vocabulary']:,}, n {settings['dim']})"
+    )
+    table = Table(title=title, title_justify="left")
+    for column in ("mechanism", "fit s", f"run s (median of {settings['repeats']})", "rate", "ceiling / measured"):
+        table.add_column(column, justify="left" if column == "mechanism" else "right")
+    for row in data["mechanisms"]:
+        ratio = row["ratio"]
+        verdict = "" if ratio is None else f"{ratio:.2f}×" + ("" if row["within_target"] else f"  > {TARGET_RATIO:g}×")
+        table.add_row(row["defense"], f"{row['fit_s']:.3f}", f"{row['median_s']:.3f}",
+                      f"{_number(row['rate'])} {row['unit']}", verdict,
+                      style=None if ratio is None or row["within_target"] else "red")
+    machine = report.machine
+    notes = []
+    if "torch_threads" in machine:
+        notes.append(f"torch threads {machine['torch_threads']} of {machine.get('cpu_count')} CPUs")
+    if "load_average" in machine:
+        notes.append(f"load average {machine['load_average'][0]}")
+    table.caption = ", ".join(notes) or None
+    return table
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"

@@ -1,0 +1,340 @@
+"""The ``bench`` command line: parse, call the library, print. Bad input exits 2 with one sentence."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench.core.errors import BenchError
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Privacy-utility benchmark for text-privacy defenses."
+)
+out = Console()
+err = Console(stderr=True)
+
+PluginOption = typer.Option(None, "--plugin", help="Extra component file to load (repeatable).")
+ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR or ./results).")
+
+
+def user_errors(command):
+    """Turn ``BenchError`` into one red sentence and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except BenchError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2)
+
+    return wrapper
+
+
+def _load_plugins(plugins: Optional[List[Path]]) -> None:
+    from bench.core.registry import load_plugin
+
+    for path in plugins or []:
+        load_plugin(path)
+
+
+@app.command()
+@user_errors
+def run(
+    task: str = typer.Option("sst2", help="Task name (bench list shows them)."),
+    defense: str = typer.Option("none", help="Defense name."),
+    defense_args: str = typer.Option("", "--defense-args", help="Defense parameters, e.g. m=256,k=4."),
+    attack: Optional[str] = typer.Option(None, help="Attack name; omit for utility only."),
+    attack_args: str = typer.Option("", "--attack-args", help="Attack parameters, key=value,..."),
+    encoder: str = typer.Option("minilm", help="minilm (offline), mock or mock-<d> (tests) or a hub id."),
+    mode: str = typer.Option("frozen", help="frozen: cached features, head only; finetune: the encoder trains too."),
+    train_args: str = typer.Option("", "--train-args", help="Server training overrides, e.g. epochs=10,lr=0.001."),
+    n_train: Optional[int] = typer.Option(None, "--n-train", help="Training examples (default: the task's)."),
+    n_eval: Optional[int] = typer.Option(None, "--n-eval", help="Evaluation examples (default: the task's)."),
+    pooling: str = typer.Option("mean", help="Sentence representation: mean, cls or pooler."),
+    seed: int = typer.Option(0, help="Seed of data sampling, mechanism randomness and training."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    grid: Optional[Path] = typer.Option(None, help="Run every cell of a grid YAML file (resumable)."),
+    shard: str = typer.Option("", help="With --grid: run only shard i/n (every n-th cell from the i-th), so n "
+                              "processes sharing one results folder split the grid."),
+    check: bool = typer.Option(False, "--check", help="Smoke run on a few examples, one epoch; nothing saved."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON instead of a table."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Append the record to the results store."),
+    plugin: Optional[List[Path]] = PluginOption,
+    results_dir: Optional[Path] = ResultsOption,
+) -> None:
+    """Run one cell (or a grid) and append its record to results/records/<defense>.jsonl."""
+    from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
+    from bench.results.store import ResultStore
+
+    _load_plugins(plugin)
+    store = ResultStore(results_dir)
+    if grid is not None:
+        if check or as_json or not save:
+            raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
+        _run_grid(grid, store, shard)
+        return
+    if shard:
+        raise BenchError("--shard splits a grid; use it with --grid.")
+    if check:
+        n_train = CHECK_SIZES["n_train"] if n_train is None else n_train
+        n_eval = CHECK_SIZES["n_eval"] if n_eval is None else n_eval
+        train_args = ",".join(filter(None, ["epochs=1", train_args]))
+        save = False
+    spec = make_spec(
+        task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
+        attack_args=attack_args, training_args=train_args, mode=mode, n_train=n_train, n_eval=n_eval,
+        pooling=pooling, device=device, seed=seed,
+    )
+    record = run_cell(spec)
+    path = store.append(record) if save else None
+    if as_json:
+        print(record.model_dump_json(indent=2))
+    else:
+        _print_record(record, path)
+
+
+def _run_grid(grid: Path, store, shard: str = "") -> None:
+    from bench.engine.grid import load_grid, run_grid, shard_of
+
+    specs = load_grid(grid)
+    if shard:
+        total, specs = len(specs), shard_of(specs, shard)
+        err.print(f"grid {grid}: shard {shard.strip()}, {len(specs)} of {total} cells")
+    else:
+        err.print(f"grid {grid}: {len(specs)} cells")
+
+    def report(spec, status: str) -> None:
+        err.print(f"  {status:8} {spec.label()}", highlight=False)
+
+    ran, skipped = run_grid(specs, store, report)
+    out.print(f"ran {ran} cells, skipped {skipped} already recorded; records in {store.records_dir}")
+
+
+def _print_record(record, path) -> None:
+    table = Table(title=f"{record.spec['task']} · {record.spec['defense']} · {record.spec['attack'] or 'no attack'}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("random guess", justify="right")
+    for key, value in record.metrics.items():
+        if key.startswith("random/"):
+            continue
+        reference = record.metrics.get("random/" + key.split("/", 1)[1]) if key.startswith("privacy/") else None
+        table.add_row(key, f"{value:.4f}", "" if reference is None else f"{reference:.4f}")
+    out.print(table)
+    args = ",".join(f"{k}={v}" for k, v in record.spec["defense_args"].items())
+    out.print(
+        f"defense args: {args or '-'} · n_train {record.sizes['n_train']} · n_eval {record.sizes['n_eval']} · "
+        f"seed {record.seed} · {record.runtime_s:.1f} s · config {record.config_hash}",
+        highlight=False,
+    )
+    if path is not None:
+        out.print(f"record appended to {path}", highlight=False)
+
+
+@app.command("list")
+@user_errors
+def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
+    """Show tasks, defenses and attacks with their parameters, and the pairs that can run."""
+    from bench.core.params import describe_parameters
+    from bench.core.registry import ATTACKS, DEFENSES, TASKS
+
+    _load_plugins(plugin)
+    for title, registry in (("tasks", TASKS), ("defenses", DEFENSES), ("attacks", ATTACKS)):
+        table = Table(title=title, title_justify="left")
+        table.add_column("name", style="bold")
+        table.add_column("kinds" if registry is not TASKS else "metric")
+        table.add_column("parameters (default)")
+        for name in registry.names():
+            cls = registry.get(name)
+            if registry is TASKS:
+                kinds = cls.metric
+            else:
+                kinds = ", ".join(str(k) for k in getattr(cls, "releases", ()) or getattr(cls, "accepts", ()))
+            params = "\n".join(
+                f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
+            )
+            table.add_row(name, kinds, params or "-")
+        out.print(table)
+    pairs = Table(title="compatible defense / attack pairs", title_justify="left")
+    pairs.add_column("defense")
+    pairs.add_column("attacks")
+    for name in DEFENSES.names():
+        releases = DEFENSES.get(name).releases
+        ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
+        pairs.add_row(name, ", ".join(ok) or "-")
+    out.print(pairs)
+
+
+@app.command()
+@user_errors
+def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
+    """Aggregate records over seeds (mean, std, n) into results/leaderboard.csv."""
+    import pandas as pd
+
+    from bench.results.leaderboard import summarize as write_leaderboard
+    from bench.results.store import ResultStore
+
+    path, rows, problems = write_leaderboard(ResultStore(results_dir))
+    for problem in problems:
+        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, soft_wrap=True)
+    board = pd.read_csv(path, keep_default_na=False)
+    if not board.empty:
+        (out if out.is_terminal else Console(width=200)).print(_summary_table(board))
+    out.print(f"wrote {rows} rows to {path}", highlight=False)
+
+
+def _summary_table(board) -> Table:
+    """One row per configuration (mean ± std over seeds), then the random guess of each attack."""
+    table = Table(title="means ± std over seeds", title_justify="left")
+    metrics = sorted({m for m in board["metric"] if m.startswith("utility/")})
+    metrics += sorted({m for m in board["metric"] if m.startswith("privacy/")})
+    for column in ["task", "defense", "attack", "seeds", *(m.rsplit("/", 1)[-1] for m in metrics)]:
+        table.add_column(column, no_wrap=True)
+    for (task, attack), group in board.groupby(["task", "attack"], sort=True):
+        for _, config in group.groupby("config_hash", sort=False):
+            values = config.set_index("metric")
+            first = config.iloc[0]
+            name = f"{first['defense']}({first['defense_args']})" if first["defense_args"] else first["defense"]
+            cells = [
+                f"{values.at[m, 'mean']:.3f}±{values.at[m, 'std']:.3f}" if m in values.index else ""
+                for m in metrics
+            ]
+            table.add_row(task, name, attack or "-", str(int(config["n"].max())), *cells)
+        random = group[group["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
+        if not random.empty:
+            keys = ["random/" + m.split("/", 1)[1] for m in metrics]
+            cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
+            table.add_row(task, "random guess", attack, "", *cells, style="dim")
+    return table
+
+
+@app.command()
+@user_errors
+def dashboard(
+    port: int = typer.Option(8501, help="Port on 127.0.0.1."),
+    results_dir: Optional[Path] = ResultsOption,
+) -> None:
+    """Start the Streamlit leaderboard on 127.0.0.1."""
+    app_path = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+    env = dict(os.environ)
+    if results_dir is not None:
+        env["BENCH_RESULTS_DIR"] = str(results_dir.resolve())
+    command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
+               "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    raise typer.Exit(subprocess.call(command, env=env))
+
+
+@app.command()
+@user_errors
+def perf(
+    sentences: int = typer.Option(2000, help="SST-2 training sentences in the fixed batch."),
+    repeats: int = typer.Option(3, help="Timed calls per mechanism; the median is reported."),
+    defense: Optional[List[str]] = typer.Option(
+        None, "--defense", help="Mechanism to time (repeatable; default: every registered mechanism)."),
+    defense_args: str = typer.Option("", "--defense-args", help="Parameters of the one --defense, e.g. eta=60."),
+    encoder: str = typer.Option("minilm", help="minilm (offline) or a Hugging Face hub id."),
+    seed: int = typer.Option(0, help="Seed of the batch sample and of the mechanisms' randomness."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
+    adaptation: bool = typer.Option(False, "--adaptation", help="Time privacy-adaptive MLM pretraining instead: "
+                                    "sequences/s and the mechanism's share of a step, per mechanism and objective."),
+    objective: Optional[List[str]] = typer.Option(
+        None, "--objective", help="With --adaptation: vanilla, prob or denoising (repeatable; default all three)."),
+    steps: int = typer.Option(10, help="With --adaptation: timed pretraining steps."),
+    warmup: int = typer.Option(1, help="With --adaptation: untimed steps first (SanText's row cache fills)."),
+    batch_size: int = typer.Option(16, "--batch-size", help="With --adaptation: sequences per step."),
+    plugin: Optional[List[Path]] = PluginOption,
+) -> None:
+    """Time each mechanism (tokens/s) against the float32 matrix-product ceiling of exact search."""
+    from bench.analysis.perf import perf_table, run_perf, write_json
+
+    _load_plugins(plugin)
+    if adaptation:
+        _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path)
+        return
+    report = run_perf(sentences, repeats, defense, defense_args, encoder, seed,
+                      progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
+    (out if out.is_terminal else Console(width=160)).print(perf_table(report))
+    if json_path is not None:
+        write_json(report, json_path)
+        out.print(f"wrote {json_path}", highlight=False)
+
+
+def _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path) -> None:
+    import json
+
+    from bench.analysis.adaptation_perf import adaptation_table, run_adaptation_perf
+    from bench.analysis.perf import machine_info
+
+    rows = run_adaptation_perf(defense, objective, defense_args, steps, batch_size, encoder, seed, warmup,
+                               progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
+    (out if out.is_terminal else Console(width=160)).print(adaptation_table(rows))
+    if json_path is not None:
+        json_path.write_text(json.dumps({"machine": machine_info(), "encoder": encoder, "rows": rows}, indent=2,
+                                        default=str), encoding="utf-8")
+        out.print(f"wrote {json_path}", highlight=False)
+
+
+analyze = typer.Typer(no_args_is_help=True, help="Analyses of the privacy mechanisms themselves (no task, no server).")
+app.add_typer(analyze, name="analyze")
+
+
+@analyze.command("deniability")
+@user_errors
+def deniability(
+    encoder: str = typer.Option("minilm", help="Encoder whose WordPiece table is perturbed (minilm or a hub id)."),
+    mechanism: str = typer.Option("dchi-text", help="Token mechanism: dchi-text or santext."),
+    tokens: str = typer.Option("200", help="Regular vocabulary tokens to perturb: a seeded sample size, or 'all'."),
+    trials: int = typer.Option(1000, help="Perturbations of each token at each eta (T)."),
+    eta: Optional[List[float]] = typer.Option(
+        None, "--eta", help="Privacy parameter: eta for dchi-text, eps for santext (repeatable; default: the "
+        "mechanism's grid, 30 45 60 80 100 120 160 for dchi-text, 4 7 10 14 20 30 40 for santext)."),
+    seed: int = typer.Option(0, help="Seed of the token sample and of the mechanism's noise."),
+    max_unchanged: float = typer.Option(0.5, "--max-unchanged", help="Selection bound: N_w/T at most this."),
+    min_support: int = typer.Option(10, "--min-support", help="Selection bound: S_w at least this."),
+    quantile: float = typer.Option(
+        0.95, help="Worst case: this quantile of N_w/T and the (1 - quantile) quantile of S_w meet the bounds."),
+    results_dir: Optional[Path] = ResultsOption,
+) -> None:
+    """Plausible deniability: N_w (outputs equal to the token) and S_w (distinct outputs) per token and eta."""
+    from bench.analysis.deniability import (
+        DEFAULT_PARAMETERS,
+        Thresholds,
+        deniability_table,
+        parse_token_count,
+        report_path,
+        run_deniability,
+        selection_lines,
+        validate,
+        write_report,
+    )
+    from bench.results.store import ResultStore
+
+    count = parse_token_count(tokens)
+    bounds = Thresholds(max_unchanged=max_unchanged, min_support=min_support, quantile=quantile)
+    etas = list(eta) if eta else list(DEFAULT_PARAMETERS.get(mechanism, ()))
+    validate(etas, trials, mechanism, bounds)  # before the encoder loads
+    report = run_deniability(encoder, mechanism, count, trials, etas, seed, bounds,
+                             log=lambda message: err.print(f"[dim]{message}[/dim]", highlight=False, soft_wrap=True))
+    (out if out.is_terminal else Console(width=160)).print(deniability_table(report))
+    for line in selection_lines(report):
+        out.print(line, highlight=False, soft_wrap=True)
+    path = write_report(report, report_path(ResultStore(results_dir).root, encoder, mechanism))
+    out.print(f"{report['runtime_s']:.0f} s · wrote {path}", highlight=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

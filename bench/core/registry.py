@@ -1,0 +1,115 @@
+"""Registries of defenses, attacks and tasks, filled by importing the modules that define them.
+
+A component registers itself with a decorator; the registry discovers the modules of its package
+(``defenses/``, ``attacks/``, ``tasks/``) on first lookup, and ``load_plugin`` imports an
+out-of-tree file the same way. Nothing here names a component.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from pathlib import Path
+from typing import Callable, Generic, TypeVar
+
+from bench.core.errors import BenchError
+
+T = TypeVar("T", bound=type)
+
+
+class Registry(Generic[T]):
+    """Name -> component class for one kind of component (defense, attack or task)."""
+
+    def __init__(self, kind: str, package: str) -> None:
+        self.kind = kind
+        self.package = package
+        self._items: dict[str, T] = {}
+        self._discovered = False
+
+    def register(self, name: str | None = None) -> Callable[[T], T]:
+        """Class decorator; ``name`` defaults to the stem of the defining module."""
+
+        def decorate(cls: T) -> T:
+            key = name or cls.__module__.rsplit(".", 1)[-1]
+            existing = self._items.get(key)
+            if existing is not None and existing.__qualname__ != cls.__qualname__:
+                raise BenchError(
+                    f"{self.kind} name '{key}' is registered twice "
+                    f"({existing.__module__} and {cls.__module__}); rename one of them."
+                )
+            cls.registry_name = key
+            self._items[key] = cls
+            return cls
+
+        return decorate
+
+    def discover(self) -> None:
+        """Import every module of the registry's package once."""
+        if self._discovered:
+            return
+        self._discovered = True
+        package = importlib.import_module(self.package)
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("_"):
+                continue
+            module_name = f"{self.package}.{info.name}"
+            try:
+                importlib.import_module(module_name)
+            except BenchError:
+                raise
+            except Exception as exc:
+                raise BenchError(
+                    f"the {self.kind} module {self.package}/{info.name}.py failed to import "
+                    f"({type(exc).__name__}: {exc}); fix or remove that file."
+                ) from exc
+
+    def names(self) -> list[str]:
+        """Sorted names of every registered component."""
+        self.discover()
+        return sorted(self._items)
+
+    def get(self, name: str) -> T:
+        """The class registered as ``name``; unknown names fail with the closest matches."""
+        self.discover()
+        if name in self._items:
+            return self._items[name]
+        close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.4)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise BenchError(
+            f"unknown {self.kind} '{name}'; known: {', '.join(sorted(self._items))}.{hint}"
+        )
+
+
+DEFENSES: Registry = Registry("defense", "defenses")
+ATTACKS: Registry = Registry("attack", "attacks")
+TASKS: Registry = Registry("task", "tasks")
+
+register_defense = DEFENSES.register
+register_attack = ATTACKS.register
+register_task = TASKS.register
+
+
+def load_plugin(path: str | Path) -> None:
+    """Import an out-of-tree file so that the components it registers become available."""
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(f"plugin file {path} does not exist; pass the path of a .py file.")
+    # a dotted name keeps the module stem as the default registry name
+    module_name = f"bench_plugins.{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise BenchError(f"plugin {path} is not an importable Python file.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BenchError:
+        raise
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise BenchError(
+            f"plugin {path} failed to import ({type(exc).__name__}: {exc})."
+        ) from exc

@@ -1,0 +1,141 @@
+"""Grids: a YAML file expands to cells; the local executor runs them and skips finished ones.
+
+Example::
+
+    tasks: [sst2, cola]
+    encoders: [minilm]
+    defenses:
+      - none
+      - {name: texthide, args: {m: 256, k: 4}}
+    attacks: [rss]
+    seeds: [0, 1, 2]
+    settings: {n_train: 8000, mode: frozen}   # any make_spec keyword, applied to every cell
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from bench.core.errors import BenchError
+from bench.engine.runner import component_versions, make_spec, run_cell
+from bench.core.spec import RunSpec
+from bench.results.store import ResultStore
+
+GRID_KEYS = {"tasks", "encoders", "defenses", "attacks", "seeds", "settings"}
+
+
+def _as_list(value: Any, key: str, kind: type | tuple[type, ...] = str) -> list:
+    """A grid entry as a list whose items all have the expected type."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise BenchError(f"grid key '{key}' has {item!r}, which is not a valid entry.")
+    return items
+
+
+def load_grid(path: str | Path) -> list[RunSpec]:
+    """Every cell of a grid file, validated and resolved (nothing runs on a bad grid)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(f"grid file {path} does not exist.")
+    try:
+        grid = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise BenchError(f"grid file {path} is not valid YAML ({exc.__class__.__name__}).") from exc
+    if not isinstance(grid, dict) or not grid:
+        raise BenchError(f"grid file {path} must be a mapping with keys {', '.join(sorted(GRID_KEYS))}.")
+    unknown = {str(k) for k in grid} - GRID_KEYS
+    if unknown:
+        raise BenchError(f"grid file {path} has unknown keys {', '.join(sorted(unknown))}.")
+    if not grid.get("defenses"):
+        raise BenchError(f"grid file {path} lists no defenses.")
+    settings = grid.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise BenchError("grid key 'settings' must be a mapping of make_spec keywords.")
+    defenses = []
+    for item in _as_list(grid.get("defenses"), "defenses", (str, dict)):
+        if isinstance(item, str):
+            defenses.append((item, {}))
+        elif isinstance(item.get("name"), str) and isinstance(item.get("args") or {}, dict):
+            defenses.append((item["name"], {str(k): v for k, v in (item.get("args") or {}).items()}))
+        else:
+            raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}}}.")
+    cells = itertools.product(
+        _as_list(grid.get("tasks"), "tasks") or ["sst2"],
+        _as_list(grid.get("encoders"), "encoders") or ["minilm"],
+        defenses or [("none", {})],
+        _as_list(grid.get("attacks"), "attacks") or [None],
+        _as_list(grid.get("seeds"), "seeds", int) or [0],
+    )
+    specs = []
+    for task, encoder, (defense, args), attack, seed in cells:
+        try:
+            specs.append(
+                make_spec(
+                    task=task, encoder=encoder, defense=defense, defense_args=args, attack=attack,
+                    seed=seed, **settings,
+                )
+            )
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise BenchError(f"grid file {path} has invalid settings ({exc}).") from exc
+    return specs
+
+
+def shard_of(specs: list[RunSpec], shard: str) -> list[RunSpec]:
+    """The cells of shard ``"i/n"`` (1-based), so n processes split a grid.
+
+    Shards take every n-th configuration from the i-th with all of its seeds, because a configuration's
+    seeds share cached work (encoder features, an adapted checkpoint) that two processes would otherwise
+    both compute. A grid with fewer configurations than shards is split by cell instead.
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", shard)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise BenchError(f"--shard must be i/n with 1 <= i <= n (e.g. 1/2), got '{shard}'.")
+    index, count = int(match.group(1)), int(match.group(2))
+    configurations = list(dict.fromkeys(spec.config_hash() for spec in specs))
+    if len(configurations) < count:
+        return specs[index - 1 :: count]
+    mine = set(configurations[index - 1 :: count])
+    return [spec for spec in specs if spec.config_hash() in mine]
+
+
+def cell_key(spec: RunSpec) -> tuple[str, int, str]:
+    """What identifies a finished cell: config hash, seed and the versions of its components."""
+    return spec.config_hash(), spec.seed, component_versions(spec)
+
+
+def run_grid(
+    specs: Iterable[RunSpec],
+    store: ResultStore,
+    on_cell: Callable[[RunSpec, str], None] | None = None,
+) -> tuple[int, int]:
+    """Run every cell without a stored record, appending each as it finishes.
+
+    Returns (cells run, cells skipped). An interrupted grid resumes where it stopped. The store is read
+    again before each cell, so processes sharing it (``--shard``, or a second run of the same grid)
+    skip what another one finished meanwhile.
+    """
+    done = store.completed()
+    ran = skipped = 0
+    for spec in specs:
+        if cell_key(spec) not in done:
+            done |= store.completed()
+        if cell_key(spec) in done:
+            skipped += 1
+            if on_cell:
+                on_cell(spec, "skipped")
+            continue
+        record = run_cell(spec)
+        store.append(record)
+        done.add(cell_key(spec))
+        ran += 1
+        if on_cell:
+            on_cell(spec, "done")
+    return ran, skipped

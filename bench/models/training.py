@@ -1,0 +1,252 @@
+"""The server's utility model: an MLP head on sentence representations, trained on releases.
+
+Two modes. ``frozen`` (the CPU default): encoder features are computed once and cached, and only
+the head trains. ``finetune`` (for GPUs, as the TextHide paper trains): the encoder trains through
+the defense's batch transform together with the head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from bench.core.params import require
+from bench.core.progress import track
+
+# (representations, targets, generator) -> (released representations, released targets)
+BatchTransform = Callable[..., tuple]
+
+MODE_DEFAULTS = {
+    # frozen: Adam on cached features; every epoch re-draws the defense's randomness (TextHide's
+    # masks and partners), so epochs are cheap augmentation. On SST-2 at (256, 4), seeds 0-2:
+    # 60 epochs / batch 32 / lr 1e-3 gave 0.704, 0.718, 0.693; 120 / 64 / 2e-3 gave 0.726, 0.733, 0.719.
+    "frozen": {"epochs": 120, "lr": 2e-3, "batch_size": 64},
+    # finetune: the TextHide reference settings for SST-2 (bert-base-cased, 20 epochs, lr 1e-5).
+    "finetune": {"epochs": 20, "lr": 1e-5, "batch_size": 32},
+}
+# An untrained BiLSTM needs a transformer's-pretraining-free learning rate (offline choice, not the paper's).
+ENCODER_DEFAULTS = {"bilstm": {"finetune": {"epochs": 10, "lr": 1e-3, "batch_size": 32}}}
+
+
+@dataclass
+class TrainingConfig:
+    """How the server trains its utility model."""
+
+    mode: str = "frozen"  # frozen (cached features, head only) or finetune (encoder trains too)
+    epochs: int = 120  # passes over the training releases
+    lr: float = 2e-3  # peak learning rate (Adam; AdamW when fine-tuning), cosine decay to 0
+    batch_size: int = 64  # examples per batch; TextHide mixes within a batch (paper: 32)
+    head_layers: int = 2  # hidden layers of the MLP head, each as wide as the encoder
+    activation: str = "relu"  # relu, or tanh as in TextHide's code (tanh fails on frozen masked features)
+    dropout: float = 0.0  # dropout on the head's input (TextHide used 0.4 on SST-2 when fine-tuning)
+
+    def __post_init__(self) -> None:
+        require(self.mode in MODE_DEFAULTS, f"mode must be frozen or finetune, got '{self.mode}'.")
+        require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}.")
+        require(self.lr > 0, f"lr must be positive, got {self.lr}.")
+        require(self.batch_size >= 2, f"batch_size must be at least 2, got {self.batch_size}.")
+        require(self.head_layers >= 0, f"head_layers must be >= 0, got {self.head_layers}.")
+        require(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}.")
+        require(self.activation in ACTIVATIONS, f"activation must be relu or tanh, got '{self.activation}'.")
+
+
+def training_defaults(mode: str, encoder: str = "") -> dict:
+    """The mode- (and encoder-) dependent defaults, applied before user overrides."""
+    require(mode in MODE_DEFAULTS, f"mode must be frozen or finetune, got '{mode}'.")
+    require(not (encoder == "bilstm" and mode == "frozen"),
+            "the bilstm encoder has no pretrained weights: run it with --mode finetune.")
+    return {"mode": mode, **MODE_DEFAULTS[mode], **ENCODER_DEFAULTS.get(encoder, {}).get(mode, {})}
+
+
+ACTIVATIONS = ("relu", "tanh")
+
+
+def make_head(dim: int, num_outputs: int, config: TrainingConfig):
+    """MLP: dropout, then ``head_layers`` layers of width ``dim`` with the activation, then linear."""
+    from torch import nn
+
+    activation = {"relu": nn.ReLU, "tanh": nn.Tanh}[config.activation]
+    layers: list = [nn.Dropout(config.dropout)]
+    for _ in range(config.head_layers):
+        layers += [nn.Linear(dim, dim), activation()]
+    layers.append(nn.Linear(dim, num_outputs))
+    return nn.Sequential(*layers)
+
+
+def loss_fn(outputs, targets, regression: bool):
+    """Soft-label cross-entropy (mixed one-hot targets), or MSE for regression."""
+    import torch.nn.functional as F
+
+    if regression:
+        return F.mse_loss(outputs[:, 0], targets[:, 0])
+    return -(targets * F.log_softmax(outputs, dim=-1)).sum(dim=1).mean()
+
+
+def targets_for(labels: np.ndarray, num_labels: int) -> np.ndarray:
+    """One-hot float targets for classification, a float column for regression (num_labels=1)."""
+    if num_labels == 1:
+        return labels.astype(np.float32).reshape(-1, 1)
+    return np.eye(num_labels, dtype=np.float32)[labels.astype(int)]
+
+
+def initial_head(dim: int, num_outputs: int, config: TrainingConfig, seed: int, device: str = "cpu"):
+    """The server's head before training: seeded, the same weights every run of a spec starts from."""
+    import torch
+
+    with torch.random.fork_rng():
+        return _seeded_head(dim, num_outputs, config, seed, device)
+
+
+def _seeded_head(dim, num_outputs, config, seed, device):
+    """Seed torch's global generator and build the head (the caller forks the generator)."""
+    import torch
+
+    from bench.core.seeding import derive_seed
+
+    torch.manual_seed(derive_seed(seed, "head-init"))  # later draws (dropout) continue from here
+    return make_head(dim, num_outputs, config).to(device)
+
+
+def client_shards(n_examples: int, clients: int, seed: int) -> list[np.ndarray]:
+    """Disjoint, seeded shards of the training indices, one per client (all of them for one client)."""
+    if clients <= 1:
+        return [np.arange(n_examples)]
+    from bench.core.seeding import numpy_generator
+
+    order = numpy_generator(seed, "client-shards").permutation(n_examples)
+    return [np.sort(part) for part in np.array_split(order, clients)]
+
+
+def _stream_name(base: str, client: int) -> str:
+    # client 0 keeps the single-client names, so one client reproduces centralised training exactly
+    return base if client == 0 else f"{base}-{client}"
+
+
+def _train_loop(
+    shards, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu"
+):
+    """Seeded rounds over client shards; ``batch(idx, client, generator) -> (x, y)`` hides one client's batch.
+
+    Each round every client takes its next batch from its own shuffled shard and computes the loss on
+    it; the server averages the clients' losses (so their gradients, as FedSGD) and takes one step.
+    With a single shard holding every example this is ordinary minibatch training.
+    """
+    import torch
+
+    from bench.core.seeding import torch_generator
+
+    regression = num_outputs == 1
+    shards = [torch.as_tensor(np.asarray(shard), dtype=torch.long) for shard in shards]
+    order_generators = [torch_generator(seed, _stream_name("server-batches", c)) for c in range(len(shards))]
+    clients = [torch_generator(seed, _stream_name("client-hide", c)) for c in range(len(shards))]  # secret
+    rounds = max(-(-len(shard) // config.batch_size) for shard in shards)
+    with torch.random.fork_rng():
+        head = _seeded_head(dim, num_outputs, config, seed, device)
+        optimizer = optimizer_cls(list(extra_params) + list(head.parameters()), lr=config.lr)
+        schedule = _cosine(optimizer, config, rounds)
+        head.train()
+        for _ in track(range(config.epochs), description, config.epochs):
+            orders = [shard[torch.randperm(len(shard), generator=g)] for shard, g in zip(shards, order_generators)]
+            for start in range(0, rounds * config.batch_size, config.batch_size):
+                losses = []
+                for client, order in enumerate(orders):
+                    idx = order[start : start + config.batch_size]
+                    if len(idx) < 2:
+                        continue
+                    x, y = batch(idx, client, clients[client])
+                    losses.append(loss_fn(head(x), y, regression))
+                if not losses:
+                    continue
+                loss = torch.stack(losses).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+    return head.eval()
+
+
+def _per_client(transform, shards) -> list:
+    """One batch transform per client (the same one for every client unless a list is given)."""
+    transforms = list(transform) if isinstance(transform, (list, tuple)) else [transform] * len(shards)
+    require(len(transforms) == len(shards), "give one batch transform per client shard.")
+    return transforms
+
+
+def train_head(
+    features: np.ndarray,
+    targets: np.ndarray,
+    transform: BatchTransform | Sequence[BatchTransform],
+    config: TrainingConfig,
+    seed: int,
+    shards: Sequence[np.ndarray] | None = None,
+):
+    """Train an MLP head on ``transform``-ed batches of cached features; returns the head.
+
+    ``shards`` (index arrays, one per federated client, each with its own transform) turn this into
+    a FedSGD simulation; by default one client holds every example.
+    """
+    import torch
+
+    shards = list(shards) if shards is not None else [np.arange(len(features))]
+    transforms = _per_client(transform, shards)
+    x_all, y_all = torch.from_numpy(features), torch.from_numpy(targets)
+    return _train_loop(
+        shards, features.shape[1], targets.shape[1], config, seed,
+        f"training head ({len(features)} examples, {len(shards)} client{'s' * (len(shards) > 1)})",
+        lambda idx, client, generator: transforms[client](x_all[idx], y_all[idx], generator),
+        torch.optim.Adam,
+    )
+
+
+def finetune(
+    encoder,
+    texts: Sequence[str],
+    targets: np.ndarray,
+    transform: BatchTransform | Sequence[BatchTransform],
+    config: TrainingConfig,
+    seed: int,
+    shards: Sequence[np.ndarray] | None = None,
+):
+    """Train encoder and head together through ``transform``; returns the head (encoder updated).
+
+    ``shards`` as in ``train_head``: each client encodes its own batch with the shared encoder.
+    """
+    import torch
+
+    shards = list(shards) if shards is not None else [np.arange(len(texts))]
+    transforms = _per_client(transform, shards)
+    y_all = torch.from_numpy(targets)
+
+    def batch(idx, client, generator):
+        reps = encoder.pooled([texts[i] for i in idx.tolist()])
+        x, y = transforms[client](reps.cpu(), y_all[idx], generator)
+        return x.to(encoder.device), y.to(encoder.device)
+
+    encoder.model.train()
+    head = _train_loop(
+        shards, encoder.dim, targets.shape[1], config, seed, f"fine-tuning ({len(texts)} examples)",
+        batch, torch.optim.AdamW, encoder.model.parameters(), encoder.device,
+    )
+    encoder.model.eval()
+    return head.cpu()
+
+
+def _cosine(optimizer, config: TrainingConfig, rounds_per_epoch: int):
+    """Cosine decay of the learning rate to 0 over all training steps."""
+    import torch
+
+    steps = config.epochs * rounds_per_epoch
+    return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(steps, 1))
+
+
+def predict(head, features: np.ndarray, num_labels: int) -> np.ndarray:
+    """Class ids (or regression values) of the head on released features."""
+    import torch
+
+    with torch.inference_mode():
+        outputs = head(torch.as_tensor(features, dtype=torch.float32))
+    if num_labels == 1:
+        return outputs[:, 0].numpy()
+    return outputs.argmax(dim=1).numpy()

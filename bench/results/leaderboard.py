@@ -1,0 +1,78 @@
+"""``bench summarize``: aggregate records over seeds into ``results/leaderboard.csv``.
+
+One row per (configuration, metric): mean, std and n over seeds, with the labels the dashboard
+filters on. Written atomically, so a reader never sees half a table.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from bench.results.record import ResultRecord
+from bench.results.store import CorruptLine, ResultStore
+
+COLUMNS = [
+    "task", "encoder", "defense", "defense_args", "attack", "attack_args", "mode", "n_train", "n_eval",
+    "config_hash", "metric", "higher_is_better", "mean", "std", "n",
+]
+
+
+def format_args(args: dict) -> str:
+    """``{"m": 256, "k": 4}`` -> ``"m=256,k=4"``."""
+    return ",".join(f"{k}={v}" for k, v in args.items())
+
+
+def leaderboard_frame(records: list[ResultRecord]):
+    """Long-format table of per-configuration metric means, stds and seed counts."""
+    import pandas as pd
+
+    rows = []
+    for record in records:
+        spec = record.spec
+        base = {
+            "task": spec["task"],
+            "encoder": spec["encoder"],
+            "defense": spec["defense"],
+            "defense_args": format_args(spec.get("defense_args", {})),
+            "attack": spec.get("attack") or "",
+            "attack_args": format_args(spec.get("attack_args", {})),
+            "mode": spec.get("training", {}).get("mode", ""),
+            "n_train": record.sizes.get("n_train"),
+            "n_eval": record.sizes.get("n_eval"),
+            "config_hash": record.config_hash,
+            "seed": record.seed,
+        }
+        for metric, value in record.metrics.items():
+            rows.append({**base, "metric": metric, "value": value,
+                         "higher_is_better": record.higher_is_better.get(metric, True)})
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = pd.DataFrame(rows)
+    # a cell re-run with the same seed counts once (the newest record wins)
+    frame = frame.drop_duplicates(subset=["config_hash", "seed", "metric"], keep="last")
+    keys = [c for c in COLUMNS if c not in ("mean", "std", "n")]
+    table = (
+        frame.groupby(keys, dropna=False)["value"]
+        .agg(mean="mean", std=lambda v: float(v.std(ddof=1)) if len(v) > 1 else 0.0, n="count")
+        .reset_index()
+    )
+    return table[COLUMNS].sort_values(["task", "attack", "metric", "defense", "defense_args"]).reset_index(drop=True)
+
+
+def summarize(store: ResultStore) -> tuple[Path, int, list[CorruptLine]]:
+    """Write the leaderboard; returns (path, rows written, corrupt lines skipped)."""
+    records, problems = store.read()
+    table = leaderboard_frame(records)
+    path = store.leaderboard_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            table.to_csv(handle, index=False, float_format="%.6g")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path, len(table), problems
