@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
 
 
 @register_attack("gradient-matching")
@@ -32,6 +32,11 @@ class GradientMatching(Attack):
     """DLG with L-BFGS on each single-example update; success = MSE to the true representation <= 0.001."""
 
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.GRADIENTS,)
+    metrics: ClassVar[tuple[Metric, ...]] = (
+        Metric("success_rate", True, "fraction of attacks whose recovered representation has MSE <= the threshold"),
+        Metric("mse", False, "mean squared error of the recovered representation (lower = closer)", 0.0,
+               float("inf")),
+    )
 
     attacks: int = 50  # N independent attacks: the first N updates of the release (paper: 50)
     steps: int = 1200  # L-BFGS steps per attack (paper: 1,200)
@@ -56,8 +61,8 @@ class GradientMatching(Attack):
 
     @staticmethod
     def masked(release: Release) -> bool:
-        """Whether the public mechanism flips signs with a mask (TextHide with m != 0)."""
-        return release.public.get("defense") == "texthide" and release.public.get("m", 0) != 0
+        """Whether the public mechanism flips signs with a secret mask (TextHide with m != 0)."""
+        return bool(getattr(release.mechanism, "masked", False))
 
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
         """The recovered representation behind each of the first N updates."""

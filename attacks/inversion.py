@@ -20,12 +20,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
 from bench.data.examples import flatten_segments
 from bench.privacy.mechanisms import nearest_tokens, token_counts
 from bench.core.params import require
 from bench.core.seeding import numpy_generator
-from bench.privacy.token_space import space_for
 
 
 @dataclass
@@ -43,6 +42,11 @@ class Inversion(Attack):
 
     version: ClassVar[str] = "2"  # 2: adds the Bayesian guess
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.TEXT)
+    metrics: ClassVar[tuple[Metric, ...]] = (
+        Metric("token_accuracy", True, "fraction of the evaluation tokens recovered at their position"),
+        Metric("bayes_token_accuracy", True,
+               "fraction of the evaluation tokens recovered by the Bayesian (maximum a posteriori) guess"),
+    )
 
     bayes: bool = True  # also make the Bayesian guess for text releases of a known mechanism
     trials: int = 20  # d_chi text only: mechanism runs per candidate token to estimate its channel
@@ -54,7 +58,7 @@ class Inversion(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> TokenGuesses:
         """Guessed token ids for every released sentence, by metric name."""
-        space = space_for(release.public, public.encoder)
+        space = release.space.build(public.encoder)
         if release.kind is not ReleaseKind.TEXT:
             vectors, _ = flatten_segments(list(release.data))
             return TokenGuesses({"token_accuracy": nearest_tokens(vectors, space.table, space.candidates)}, space)
@@ -66,14 +70,14 @@ class Inversion(Attack):
             corpus_ids = space.client_ids(flatten_segments(public.corpus)[0])
             counts = token_counts([x[x >= 0] for x in corpus_ids], len(space.table))
             guesses["bayes_token_accuracy"] = bayes_guesses(
-                released, release.public["mechanism"], space.table, self._vocabulary(space, counts), counts,
+                released, release.mechanism, space.table, self._vocabulary(space, counts), counts,
                 numpy_generator(0, "inversion-channel"), trials=self.trials, support=self.support,
             )
         return TokenGuesses(guesses, space)
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> TokenGuesses:
         """A uniformly drawn vocabulary token at every released position (one draw serves every metric)."""
-        space = space_for(release.public, public.encoder)
+        space = release.space.build(public.encoder)
         shapes = _released_ids(release, space) if release.kind is ReleaseKind.TEXT else \
             flatten_segments(list(release.data))[0]
         drawn = [rng.choice(space.candidates, size=len(x)) for x in shapes]
@@ -87,7 +91,7 @@ class Inversion(Attack):
         return {name: _hits(found, true_ids) / total if total else 0.0 for name, found in guesses.by_metric.items()}
 
     def _bayes_applies(self, release: Release) -> bool:
-        return self.bayes and release.kind is ReleaseKind.TEXT and bool(release.public.get("mechanism"))
+        return self.bayes and release.kind is ReleaseKind.TEXT and release.mechanism.has_channel
 
     @staticmethod
     def _vocabulary(space, counts: np.ndarray) -> np.ndarray:

@@ -30,10 +30,10 @@ from typing import ClassVar
 import numpy as np
 
 from attacks.inversion import TokenGuesses, _hits
-from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
 from bench.data.examples import flatten_segments
 from bench.core.params import added_later
-from bench.privacy.token_space import WORD, space_for
+from bench.privacy.token_space import WORD
 
 HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.data.public_corpus.held_out)
 UNMAPPED = -2  # a guess that is no token of the space: never equals a true id (a missing word is -1)
@@ -52,6 +52,10 @@ class MaskInference(Attack):
     """Each released token masked in turn; the MLM's top-1 regular token is the guess of the original."""
 
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
+    metrics: ClassVar[tuple[Metric, ...]] = (
+        Metric("token_accuracy", True, "fraction of the attacked tokens the MLM recovers at their position"),
+        Metric("mlm_top1", True, "the attacker's masked LM: top-1 accuracy at masked held-out public text"),
+    )
 
     mlm: str = "minilm"  # the attacker's masked LM: a hub id with its pretrained head, or minilm with a fresh tied head
     checkpoint: str = ""  # a directory saved by bench.models.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
@@ -95,22 +99,17 @@ class MaskInference(Attack):
         return self._model
 
     def _adapted_checkpoint(self, release: Release | None, public: PublicKnowledge, device: str) -> str:
-        """Pretrain (or find cached) ``mlm`` adapted to the release's mechanism, from its public settings only."""
-        import dataclasses
-
-        from bench import DEFENSES, BenchError
+        """Pretrain (or find cached) ``mlm`` adapted to the release's public mechanism (Qu et al. §3.4)."""
+        from bench import BenchError
         from bench.models.adaptation import AdaptationConfig, adapt_encoder
-        from bench.core.params import build_component
 
-        settings = dict(release.public) if release is not None else {}
-        if settings.get("vectors"):
+        if release is None or release.mechanism is None:
+            raise BenchError("mask-inference adapted= needs a release that carries its public mechanism.")
+        if release.space is not None and release.space.format != "wordpiece":
             raise BenchError("mask-inference adapted= works in the encoder's WordPiece space; the release was made "
                              "in a word-vector space.")
-        defense_cls = DEFENSES.get(settings.get("defense", ""))
-        names = {f.name for f in dataclasses.fields(defense_cls) if f.init and not f.name.startswith("adapt")}
-        mechanism = build_component(defense_cls, {k: v for k, v in settings.items() if k in names})
         config = AdaptationConfig(self.adapted, self.adapted_steps)
-        return str(adapt_encoder(mechanism, self.mlm, config, device, public.task))
+        return str(adapt_encoder(release.mechanism.fresh(), self.mlm, config, device, public.task))
 
     def _segments(self, release: Release, space) -> tuple[list, list]:
         """The attacked segments (ids or strings) and, for a pair, the partner segment and which comes first."""
@@ -128,7 +127,7 @@ class MaskInference(Attack):
         """The MLM's guess at every position of every attacked released sentence."""
         from bench.models.mlm import top1_at
 
-        space = space_for(release.public, public.encoder)
+        space = release.space.build(public.encoder)
         mlm = self._load(public, release)
         units = _Units(space, mlm)
         segments, partners = self._segments(release, space)
@@ -154,7 +153,7 @@ class MaskInference(Attack):
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> MaskGuesses:
         """A uniformly drawn regular token (a word of a word space) at every attacked position."""
-        space = space_for(release.public, public.encoder)
+        space = release.space.build(public.encoder)
         segments, _ = self._segments(release, space)
         shapes = space.client_ids(segments) if segments and isinstance(segments[0], str) else segments
         return MaskGuesses({"token_accuracy": [rng.choice(space.candidates, size=len(x)) for x in shapes]}, space,

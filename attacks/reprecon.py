@@ -61,7 +61,8 @@ class RepRecon(RSS):
         import torch
         from torch import nn
 
-        from bench.core.seeding import derive_seed, torch_generator
+        from bench.core.seeding import derive_seed
+        from bench.models.generators import torch_generator
 
         x, y = torch.as_tensor(released, dtype=torch.float32), torch.as_tensor(original, dtype=torch.float32)
         with torch.random.fork_rng():

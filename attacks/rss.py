@@ -22,9 +22,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
 from bench.data.examples import as_text
-from bench.core.metrics import cosine_rows, jaccard_words, tfidf_cosine
+from bench.core.scores import cosine_rows, jaccard_words, tfidf_cosine
 from bench.privacy.neighbours import cosine_search
 
 
@@ -34,6 +34,13 @@ class RSS(Attack):
     """Nearest corpus sentence (cosine) to each released sentence representation."""
 
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.SENTENCE_EMBEDDINGS,)
+    metrics: ClassVar[tuple[Metric, ...]] = (
+        Metric("identity", True, "fraction of queries whose returned sentence is the true one"),
+        Metric("jcdist", True, "Jaccard word overlap of the returned and the true sentence"),
+        Metric("tfidf", True, "TF-IDF cosine of the returned and the true sentence"),
+        Metric("label", True, "fraction of returned sentences with the true sentence's label"),
+        Metric("sbert", True, "SBERT cosine of the returned and the true sentence", -1.0, 1.0),
+    )
 
     sbert: str = "minilm"  # sentence-transformer used for SBERTsim ("minilm" = all-MiniLM-L6-v2)
 
@@ -49,7 +56,7 @@ class RSS(Attack):
 
     def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Identity, JCdist, TF-IDFsim, Label and SBERTsim averaged over release rows."""
-        from bench.models.encoders import load_encoder
+        from bench.models.loading import load_encoder
 
         guessed = [public.corpus[i] for i in guesses]
         guessed_text, true_text = [as_text(x) for x in guessed], [as_text(x) for x in truth.texts]

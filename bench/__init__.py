@@ -1,28 +1,37 @@
-"""bench: a benchmark and attack-evaluation harness for privacy-preserving NLP."""
+"""bench: a benchmark and attack-evaluation harness for privacy-preserving NLP.
 
-__version__ = "0.1.0"
+The public API a component file needs: the base classes, the registry decorators, parameter helpers,
+release kinds and metric declarations. The engine (``bench.engine``) runs cells; see DESIGN.md.
+"""
 
-from bench.core.components import Attack, Cell, Defense, DefenseOutput, PublicKnowledge, Task, Truth
-from bench.data.examples import Examples, TaskData
+__version__ = "0.2.0"
+
+from bench.core.components import (
+    Attack,
+    Defense,
+    PublicKnowledge,
+    RepresentationDefense,
+    Task,
+    TokenDefense,
+    Truth,
+)
 from bench.core.errors import BenchError
-from bench.engine.input_defense import InputDefense
+from bench.core.metrics import Metric
 from bench.core.params import added_later, require
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
 from bench.core.releases import Release, ReleaseKind
-from bench.engine.representation import RepresentationDefense
 from bench.core.spec import RunSpec
+from bench.data.examples import Examples, TaskData
 
 __all__ = [
     "added_later",
     "ATTACKS",
     "Attack",
     "BenchError",
-    "Cell",
     "DEFENSES",
     "Defense",
-    "DefenseOutput",
     "Examples",
-    "InputDefense",
+    "Metric",
     "PublicKnowledge",
     "Release",
     "ReleaseKind",
@@ -31,6 +40,7 @@ __all__ = [
     "TASKS",
     "Task",
     "TaskData",
+    "TokenDefense",
     "Truth",
     "load_plugin",
     "register_attack",

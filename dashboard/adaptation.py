@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dashboard.sweeps import parse_args, varying_arguments
+from dashboard.sweeps import parse_args, varying_arguments, with_settings
 
 MATCH = ["task", "encoder", "defense", "attack", "mode", "n_train", "n_eval", "metric"]
 
@@ -27,6 +27,7 @@ def _variant(args: dict[str, str]) -> str:
 
 def adaptation_gains(board: pd.DataFrame) -> pd.DataFrame:
     """One row per adapted utility metric: the mechanism, objective, adapted and unadapted means, and the gain."""
+    board = with_settings(board)
     utility = board[board["metric"].str.startswith("utility/")]
     if utility.empty:
         return pd.DataFrame()

@@ -13,6 +13,7 @@ import streamlit as st
 
 from bench.results.store import ResultStore
 from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
+from dashboard.sweeps import with_settings
 from dashboard.deniability import render_deniability
 from dashboard.sweeps import sweep_chart, sweeps
 
@@ -24,6 +25,7 @@ def load_board(path: str, mtime: float) -> pd.DataFrame:
     """The leaderboard table (``mtime`` invalidates the cache when the file changes)."""
     board = pd.read_csv(path, keep_default_na=False, na_values=[""])
     board["defense_args"] = board["defense_args"].fillna("").astype(str)
+    board = with_settings(board)  # a setting is the client's mechanism and the server's options together
     board["attack"] = board["attack"].fillna("").astype(str)
     return board
 

@@ -26,6 +26,18 @@ def _number(text: str) -> float | None:
         return None
 
 
+def with_settings(board: pd.DataFrame) -> pd.DataFrame:
+    """The board with each setting as the defense's and the server's arguments together (``eta=60,adapt=prob``),
+    so adapted and unadapted settings form separate sweeps; idempotent (``server_args`` is folded in once)."""
+    if "server_args" not in board:
+        return board
+    board = board.copy()
+    server = board.pop("server_args").fillna("").astype(str)
+    board["defense_args"] = [",".join(filter(None, pair)) for pair in zip(board["defense_args"].fillna("").astype(str),
+                                                                         server)]
+    return board
+
+
 def sweeps(board: pd.DataFrame) -> pd.DataFrame:
     """Rows of ``board`` that belong to a sweep, with ``parameter``, ``value`` and ``fixed`` columns.
 
@@ -33,6 +45,7 @@ def sweeps(board: pd.DataFrame) -> pd.DataFrame:
     arguments (so adapt=... or adapt_lr=... settings form their own eta sweeps). A row can be in two
     sweeps, one per argument it shares a sweep in.
     """
+    board = with_settings(board)
     parts = []
     for _, group in board.groupby(GROUP, dropna=False):
         settings = {text: parse_args(text) for text in group["defense_args"].unique()}

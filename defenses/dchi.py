@@ -22,22 +22,13 @@ bert-base-uncased WordPiece vocabulary) instead of bert-base-uncased's 768-dimen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from bench import (
-    InputDefense,
-    ReleaseKind,
-    RepresentationDefense,
-    added_later,
-    register_defense,
-    require,
-)
-from bench.privacy.mechanisms import (
-    dchi_noise,
-    dchi_token_text,
-    dchi_token_vectors,
-)
+from bench import ReleaseKind, RepresentationDefense, TokenDefense, added_later, register_defense, require
+from bench.privacy.mechanisms import dchi_noise
+from bench.privacy.public import DchiNearestToken, DchiSentenceNoise, DchiTokenNoise, SpaceRef
 
 
 class EtaParameter:
@@ -45,7 +36,6 @@ class EtaParameter:
 
     def __post_init__(self) -> None:
         require(self.eta > 0, f"{self.registry_name} eta must be > 0, got {self.eta}.")
-        getattr(super(), "__post_init__", lambda: None)()  # InputDefense checks its adaptation settings
 
     def describe(self, dim):
         """The mean noise radius n/eta, to read eta against the representation's scale."""
@@ -59,6 +49,10 @@ class DchiSequence(EtaParameter, RepresentationDefense):
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
 
+    def representation_mechanism(self):
+        """d_chi noise on sentence representations, with its eta."""
+        return DchiSentenceNoise(self.eta)
+
     def hide(self, reps, generator):
         """reps + N with N drawn independently for every representation."""
         import torch
@@ -70,32 +64,30 @@ class DchiSequence(EtaParameter, RepresentationDefense):
 
 @register_defense("dchi-token")
 @dataclass
-class DchiToken(EtaParameter, InputDefense):
-    """M_rep: releases every regular token's embedding plus d_chi noise."""
+class DchiToken(EtaParameter, TokenDefense):
+    """M_rep: releases every regular token's embedding plus d_chi noise (Qu et al. §3.2)."""
 
-    release_kind = ReleaseKind.TOKEN_EMBEDDINGS
+    releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TOKEN_EMBEDDINGS,)
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
 
-    def privatize(self, ids, space, rng):
-        """phi(w) + N for every token w (Qu et al. §3.2, token representation privatization)."""
-        return dchi_token_vectors(ids, space.table, self.eta, rng)
+    def token_mechanism(self):
+        """phi(w) + N for every token w."""
+        return DchiTokenNoise(self.eta)
 
 
 @register_defense("dchi-text")
 @dataclass
-class DchiText(EtaParameter, InputDefense):
-    """M_txt: releases the nearest vocabulary token to each noisy token embedding."""
-
-    release_kind = ReleaseKind.TEXT
+class DchiText(EtaParameter, TokenDefense):
+    """M_txt: releases the nearest vocabulary token to each noisy token embedding (Feyisetan et al. Alg. 1)."""
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
     vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
-    def privatize(self, ids, space, rng):
-        """argmin_v ||phi(v) - (phi(w) + N)|| over the space's tokens v (Feyisetan et al. Alg. 1)."""
-        return dchi_token_text(ids, space.table, space.candidates, self.eta, rng)
+    def token_mechanism(self):
+        """argmin_v ||phi(v) - (phi(w) + N)|| over the space's tokens v."""
+        return DchiNearestToken(self.eta)
 
-    def public_mechanism(self):
-        """Nearest regular token to the d_chi-perturbed embedding, with its eta."""
-        return {"name": "dchi-text", "eta": self.eta}
+    def token_space(self):
+        """The words of ``vectors``, or the encoder's WordPieces."""
+        return SpaceRef.of(self.vectors)

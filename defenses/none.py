@@ -2,7 +2,7 @@
 
 Paper: none (the reference point of every table).
 Threat model: the adversary observes exactly what the client has: the plain representation from the
-public encoder and, for text attacks, the original sentence.
+public encoder, or the text's tokens themselves.
 """
 
 from __future__ import annotations
@@ -10,23 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench import Release, ReleaseKind, RepresentationDefense, register_defense
+from bench import ReleaseKind, RepresentationDefense, TokenDefense, register_defense
+from bench.privacy.public import IdentityRepresentation, IdentityTokens
 
 
 @register_defense()
 @dataclass
-class NoDefense(RepresentationDefense):
-    """Releases the sentence representation unchanged (and the text itself)."""
+class NoDefense(RepresentationDefense, TokenDefense):
+    """Releases the sentence representation unchanged, or every token as it is."""
 
     releases: ClassVar[tuple[ReleaseKind, ...]] = (
         ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.TEXT, ReleaseKind.GRADIENTS,
     )
 
-    def run(self, cell):
-        """The representation pipeline with an identity transform, plus the raw text release."""
-        output = super().run(cell)
-        sentences = output.releases[ReleaseKind.SENTENCE_EMBEDDINGS]
-        output.releases[ReleaseKind.TEXT] = Release(
-            ReleaseKind.TEXT, list(cell.data.eval.texts), sentences.owners, {"defense": "none"}
-        )
-        return output
+    def representation_mechanism(self):
+        """The identity on representations."""
+        return IdentityRepresentation()
+
+    def token_mechanism(self):
+        """The identity on tokens."""
+        return IdentityTokens()

@@ -27,73 +27,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from bench import InputDefense, ReleaseKind, added_later, register_defense, require
-from bench.privacy.mechanisms import (
-    ExponentialRows,
-    least_frequent,
-    santext_tokens,
-    token_counts,
-)
-
-
-class ExponentialSanitizer(InputDefense):
-    """What SanText and SanText+ share: eps, the sensitive set chosen in ``fit``, the sampling."""
-
-    release_kind = ReleaseKind.TEXT
-    sensitive_fraction: float  # w
-    replace_rate: float  # p
-
-    def __post_init__(self) -> None:
-        require(self.eps > 0, f"{self.registry_name} eps must be > 0, got {self.eps}.")
-        self.sensitive: np.ndarray | None = None
-        self.rows: ExponentialRows | None = None
-        super().__post_init__()
-
-    def streaming(self):
-        """Keep each token's distribution between calls: pretraining privatizes small batches of Zipfian text."""
-        self.rows = ExponentialRows()
-
-    def fit(self, ids, space):
-        """V_S: the least frequent fraction w of the vocabulary V by the client's own token counts.
-
-        V is the whole regular WordPiece vocabulary, or, with a word-vector file, the client's own
-        words that the file has (as the reference code builds it in each setting).
-        """
-        counts = token_counts(ids, len(space.table))
-        vocabulary = space.candidates if space.format == "wordpiece" else np.flatnonzero(counts)
-        self.sensitive = least_frequent(counts, vocabulary, self.sensitive_fraction)
-
-    def privatize(self, ids, space, rng):
-        """Replace sensitive tokens always, others with probability p, by exponential-mechanism draws from V_S."""
-        require(self.sensitive is not None, f"{self.registry_name}: call fit before privatize.")
-        return santext_tokens(ids, space.table, self.sensitive, self.eps, self.replace_rate, rng, self.rows)
-
-    def public_mechanism(self):
-        """The exponential mechanism with its eps, p and w (V_S itself depends on private counts)."""
-        return {"name": "exponential", "eps": self.eps, "p": self.replace_rate, "w": self.sensitive_fraction}
-
-    def describe(self, dim):
-        """Size of the sensitive set V_S."""
-        return {"sensitive_tokens": None if self.sensitive is None else len(self.sensitive)}
+from bench import TokenDefense, added_later, register_defense, require
+from bench.privacy.public import ExponentialMechanism, SpaceRef
 
 
 @register_defense("santext")
 @dataclass
-class SanText(ExponentialSanitizer):
-    """SanText: every token sanitized over the whole vocabulary."""
+class SanText(TokenDefense):
+    """SanText: every token sanitized over the whole vocabulary (SanText+ with w = 1)."""
 
     eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
     vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
-    sensitive_fraction = 1.0
-    replace_rate = 1.0  # no token is non-sensitive, so the rate never applies
+    def __post_init__(self) -> None:
+        require(self.eps > 0, f"santext eps must be > 0, got {self.eps}.")
+
+    def token_mechanism(self):
+        """The exponential mechanism over all of V (every token sensitive, so p never applies)."""
+        return ExponentialMechanism(self.eps, p=1.0, w=1.0)
+
+    def token_space(self):
+        """The words of ``vectors``, or the encoder's WordPieces."""
+        return SpaceRef.of(self.vectors)
 
 
 @register_defense("santext-plus")
 @dataclass
-class SanTextPlus(ExponentialSanitizer):
+class SanTextPlus(TokenDefense):
     """SanText+: rare (sensitive) tokens always sanitized, others with probability p, into V_S."""
 
     eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
@@ -102,7 +62,14 @@ class SanTextPlus(ExponentialSanitizer):
     vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
     def __post_init__(self) -> None:
+        require(self.eps > 0, f"santext-plus eps must be > 0, got {self.eps}.")
         require(0 <= self.p <= 1, f"santext-plus p must be in [0, 1], got {self.p}.")
         require(0 < self.w <= 1, f"santext-plus w must be in (0, 1], got {self.w}.")
-        self.sensitive_fraction, self.replace_rate = self.w, self.p
-        super().__post_init__()
+
+    def token_mechanism(self):
+        """The exponential mechanism with its eps, p and w; V_S is fitted on the client's own counts."""
+        return ExponentialMechanism(self.eps, p=self.p, w=self.w)
+
+    def token_space(self):
+        """The words of ``vectors``, or the encoder's WordPieces."""
+        return SpaceRef.of(self.vectors)

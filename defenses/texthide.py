@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bench import RepresentationDefense, added_later, register_defense, require
+from bench.privacy.public import MixAndMask
 
 SCHEMES = ("intra", "inter")
 
@@ -50,6 +51,14 @@ class TextHide(RepresentationDefense):
         self.pools: list = []
         self.public_members = None  # (count, generator) -> public representations to mix in
 
+    def representation_mechanism(self):
+        """Mixing and masking with their public parameters (never the pool, weights or partners)."""
+        return MixAndMask(self.m, self.k, self.scheme, self.clients)
+
+    def client_count(self):
+        """Algorithm 2's C clients, or one for centralised training."""
+        return max(1, self.clients)
+
     def setup(self, dim, generator):
         """Draw the pool of m sign masks once (Algorithm 1, line 1) and split it among the clients."""
         import torch
@@ -62,22 +71,13 @@ class TextHide(RepresentationDefense):
         self.pools = [None] * clients if self.mask_pool is None else list(
             torch.tensor_split(self.mask_pool, clients))  # pool sizes sum to m
 
-    def prepare(self, cell, encoder):
+    def prepare(self, client):
         """Inter: the public corpus, encoded by the client's encoder as the private texts are."""
         if self.scheme != "inter":
             return
-        import torch
-
-        from bench.core.registry import TASKS
-
-        name = self.public or ("cola" if cell.spec.task == "sst2" else "sst2")
-        texts = list(TASKS.get(name)().load(cell.spec.n_train, 2, cell.spec.seed).train.texts)
-        if cell.training.mode == "frozen":
-            public_reps = torch.from_numpy(encoder.encode(texts))
-            self.public_members = lambda count, g: public_reps[torch.randint(len(texts), (count,), generator=g)]
-        else:  # fine-tuning: public members go through the encoder being trained, as in the paper
-            self.public_members = lambda count, g: encoder.pooled(
-                [texts[i] for i in torch.randint(len(texts), (count,), generator=g).tolist()]).cpu()
+        name = self.public or ("cola" if client.task == "sst2" else "sst2")
+        texts = client.public_texts(name)
+        self.public_members = client.sampler(texts)
         self.public_size, self.public_name = len(texts), name
 
     def apply_mask(self, reps, generator, pool=None):

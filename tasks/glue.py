@@ -21,14 +21,26 @@ from typing import Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 
-from bench import BenchError, Examples, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.data.examples import data_dir, sample_indices
-from bench.core.metrics import accuracy, f1, mcc, pearson, spearman
+from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
 
 HUB_DATASET = "nyu-mll/glue"
 EVAL_FRACTION = 0.2  # of a single labelled file, held out for evaluation
 SCORERS = {"accuracy": accuracy, "mcc": mcc, "f1": f1, "pearson": pearson, "spearman": spearman}
+METRICS = {
+    "accuracy": Metric("accuracy", True, "fraction of evaluation examples classified correctly"),
+    "mcc": Metric("mcc", True, "Matthews correlation coefficient (GLUE CoLA)", -1.0, 1.0),
+    "f1": Metric("f1", True, "F1 of the positive class"),
+    "pearson": Metric("pearson", True, "Pearson correlation", -1.0, 1.0),
+    "spearman": Metric("spearman", True, "Spearman correlation", -1.0, 1.0),
+}
+
+
+def glue_metrics(*names: str) -> tuple[Metric, ...]:
+    """The declarations of GLUE's metrics for a task, the headline first."""
+    return tuple(METRICS[name] for name in names)
 NLI_LABELS = {"entailment": 0, "not_entailment": 1}  # GLUE's ids for QNLI and RTE
 MNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
 
@@ -188,7 +200,7 @@ def _nltk_may_read(folder: Path) -> Iterator[None]:
 class GlueTask(Task):
     """A GLUE task: local files when present (the first layout found), else the hub; seeded samples."""
 
-    metrics: ClassVar[tuple[str, ...]]  # GLUE's metrics for the task, the headline first
+    protocols = ("representations", "tokens")  # the sentence server trains on hidden representations or tokens
     folder: ClassVar[str]  # under $BENCH_DATA_DIR/glue/
     local: ClassVar[tuple[LocalSource, ...]]  # layouts tried in order
     hub_config: ClassVar[str]
@@ -198,14 +210,15 @@ class GlueTask(Task):
     default_n_train: ClassVar[int] = 8000
     default_n_eval: ClassVar[int] = 1000
 
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        if "metrics" in vars(cls):
-            cls.metric = cls.metrics[0]  # the headline, declared once
-
     def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """The task's GLUE metrics by name, the headline first."""
-        return {name: SCORERS[name](predictions, labels) for name in self.metrics}
+        return {metric.name: SCORERS[metric.name](predictions, labels) for metric in self.metrics}
+
+    def server(self, spec, training):
+        """A sentence(-pair) classifier, or a regressor for STS-B: the encoder and an MLP head."""
+        from bench.models.servers import SentenceServer
+
+        return SentenceServer(self.num_labels, training, spec.seed)
 
     def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
         """Seeded samples of the training split and of the evaluation split."""
@@ -253,7 +266,7 @@ class GlueTask(Task):
 class SST2(GlueTask):
     """Stanford Sentiment Treebank, binary sentiment; accuracy."""
 
-    metrics = ("accuracy",)
+    metrics = glue_metrics("accuracy")
     folder = "SST-2"
     local = (DevFiles("train.tsv", "dev.tsv", Table(("label",), (("sentence", "content"),), header=True)),)
     hub_config, hub_columns = "sst2", ("sentence",)
@@ -264,7 +277,7 @@ class SST2(GlueTask):
 class CoLA(GlueTask):
     """Corpus of Linguistic Acceptability, in-domain dev as evaluation; Matthews correlation (and accuracy)."""
 
-    metrics = ("mcc", "accuracy")
+    metrics = glue_metrics("mcc", "accuracy")
     folder = "CoLA"
     local = (DevFiles("in_domain_train.tsv", "in_domain_dev.tsv", Table(1, (3,))),)
     hub_config, hub_columns = "cola", ("sentence",)
@@ -275,7 +288,7 @@ class CoLA(GlueTask):
 class MRPC(GlueTask):
     """Microsoft Research Paraphrase Corpus: is the pair a paraphrase; F1 of "paraphrase" (and accuracy)."""
 
-    metrics = ("f1", "accuracy")
+    metrics = glue_metrics("f1", "accuracy")
     folder = "MRPC"
     local = (DevFiles("train.tsv", "dev.tsv", Table(("quality",), (("#1 string",), ("#2 string",)), header=True)),)
     hub_config, hub_columns = "mrpc", ("sentence1", "sentence2")
@@ -286,7 +299,7 @@ class MRPC(GlueTask):
 class STSB(GlueTask):
     """Semantic Textual Similarity Benchmark: similarity 0-5, regression; Pearson (and Spearman)."""
 
-    metrics = ("pearson", "spearman")
+    metrics = glue_metrics("pearson", "spearman")
     num_labels = 1
     folder = "STS-B"
     local = (DevFiles("sts-train.csv", "sts-dev.csv", Table(4, (5, 6), convert=float)),)
@@ -298,7 +311,7 @@ class STSB(GlueTask):
 class QQP(GlueTask):
     """Quora Question Pairs: are the questions duplicates; F1 of "duplicate" (and accuracy)."""
 
-    metrics = ("f1", "accuracy")
+    metrics = glue_metrics("f1", "accuracy")
     folder = "QQP"
     local = (
         DevFiles("train.tsv", "dev.tsv", Table(("is_duplicate",), (("question1",), ("question2",)), header=True)),
@@ -315,7 +328,7 @@ QNLI_TABLE = Table(("label",), (("question",), ("sentence",)), header=True, conv
 class QNLI(GlueTask):
     """Question NLI: does the sentence answer the question; accuracy."""
 
-    metrics = ("accuracy",)
+    metrics = glue_metrics("accuracy")
     folder = "QNLI"
     local = (
         DevFiles("train.tsv", "dev.tsv", QNLI_TABLE),
@@ -332,7 +345,7 @@ class RTE(GlueTask):
     GLUE's RTE pools RTE1-3 and RTE5; the offline stand-in is NLTK's RTE1-3 dev and test sets.
     """
 
-    metrics = ("accuracy",)
+    metrics = glue_metrics("accuracy")
     folder = "RTE"
     local = (
         DevFiles("train.tsv", "dev.tsv",
@@ -347,7 +360,7 @@ class RTE(GlueTask):
 class MNLI(GlueTask):
     """Multi-Genre NLI, 3 classes (entailment, neutral, contradiction); accuracy on the matched dev set."""
 
-    metrics = ("accuracy",)
+    metrics = glue_metrics("accuracy")
     num_labels = 3
     folder = "MNLI"
     local = (

@@ -21,13 +21,16 @@ CORPUS_SIZE = 2000  # public sentences the timed batches are drawn from
 def time_adaptation(defense, objective: str, steps: int, batch_size: int, encoder: str = "minilm",
                     seed: int = 0, warmup: int = 1) -> dict[str, Any]:
     """Seconds, sequences/s and privatization share of ``steps`` pretraining steps after ``warmup`` steps."""
-    from bench.models.adaptation import AdaptationConfig, Pretraining, adaptation_key, mechanism_of
+    from bench.models.adaptation import AdaptationConfig, Pretraining, adaptation_key
     from bench.data.public_corpus import public_corpus
 
     config = AdaptationConfig(objective, steps=steps + warmup, batch_size=batch_size, corpus_size=CORPUS_SIZE,
                               seed=seed)
     sentences, _, corpus_hash = public_corpus(config.corpus, None, config.corpus_size, seed)
-    run = Pretraining(defense, encoder, config, sentences, adaptation_key(encoder, mechanism_of(defense), config,
+    from bench.engine.protocols import public_token_mechanism
+
+    mechanism = public_token_mechanism(defense)
+    run = Pretraining(mechanism, encoder, config, sentences, adaptation_key(encoder, mechanism.identity(), config,
                                                                              corpus_hash))
     for _ in range(warmup):  # kernels, allocator, the mechanism's first searches and caches
         run.step()
@@ -37,7 +40,7 @@ def time_adaptation(defense, objective: str, steps: int, batch_size: int, encode
         run.step()
     seconds = time.perf_counter() - started
     private = run.batches.privatize_seconds - private_before
-    return {"defense": defense.registry_name, "args": mechanism_of(defense), "objective": objective,
+    return {"defense": defense.registry_name, "args": mechanism.describe(), "objective": objective,
             "steps": steps, "warmup": warmup, "batch_size": batch_size, "seconds": seconds,
             "sequences_per_s": steps * batch_size / seconds, "step_s": seconds / steps,
             "privatize_s_per_step": private / steps, "privatize_share": private / seconds}
@@ -59,7 +62,7 @@ def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] |
     require(not unknown, f"unknown objective {', '.join(unknown)}; choose from {', '.join(OBJECTIVES)}.")
     rows = []
     for name, defense in build_mechanisms(list(names or DEFAULT_DEFENSES), defense_args):
-        require(hasattr(defense, "privatize"), f"{name} is not a token mechanism: privacy-adaptive pretraining "
+        require(hasattr(defense, "token_mechanism"), f"{name} is not a token mechanism: privacy-adaptive pretraining "
                                                "needs one (dchi-token, dchi-text, santext, santext-plus).")
         for objective in chosen:
             progress(f"timing {objective} MLM pretraining under {name}")
@@ -76,7 +79,7 @@ def adaptation_table(rows: list[dict[str, Any]]):
     for column in ("mechanism", "objective", "sequences/s", "s/step", "mechanism s/step", "share", "target"):
         table.add_column(column, justify="left" if column in ("mechanism", "objective") else "right")
     for row in rows:
-        args = ",".join(f"{k}={v}" for k, v in row["args"].items() if k != "defense")
+        args = ",".join(f"{k}={v}" for k, v in row["args"].items() if k != "mechanism")
         table.add_row(f"{row['defense']}({args})", row["objective"], f"{row['sequences_per_s']:.1f}",
                       f"{row['step_s']:.2f}", f"{row['privatize_s_per_step']:.3f}", f"{row['privatize_share']:.1%}",
                       "met" if row["privatize_share"] <= PRIVATIZE_TARGET else "missed")

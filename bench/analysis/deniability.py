@@ -264,7 +264,7 @@ class TokenSpace:
 
 def load_space(encoder_name: str) -> TokenSpace:
     """The encoder's WordPiece table and regular token ids (special tokens are never inputs or outputs)."""
-    from bench.models.encoders import load_encoder
+    from bench.models.loading import load_encoder
     from bench.privacy.token_space import WordPieceSpace
 
     encoder = load_encoder(encoder_name)
@@ -415,9 +415,9 @@ def _duration(seconds: float) -> str:
 
 def _versions() -> dict[str, str]:
     import bench
-    from bench.engine.runner import _git_sha
+    from bench.engine.provenance import git_sha
 
-    found = {"bench": bench.__version__, "git_sha": _git_sha(), "numpy": np.__version__}
+    found = {"bench": bench.__version__, "git_sha": git_sha(), "numpy": np.__version__}
     for module in ("torch", "transformers", "faiss"):
         try:
             found[module] = __import__(module).__version__

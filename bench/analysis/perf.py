@@ -1,6 +1,6 @@
 """``bench perf``: how fast each privacy mechanism runs, against what the machine allows.
 
-Token-level mechanisms (every registered ``InputDefense``) are timed in tokens per second on a
+Token-level mechanisms (every registered ``TokenDefense``) are timed in tokens per second on a
 fixed batch of SST-2 sentences; representation-level ones (every ``RepresentationDefense`` that
 transforms something) in sentences per second on the encoder's features of the same batch.
 
@@ -124,7 +124,7 @@ def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repe
 def mechanism_classes() -> dict[str, type]:
     """Every registered defense that is a privacy mechanism bench perf can time, by name.
 
-    Token level: subclasses of ``InputDefense``. Sentence level: subclasses of
+    Token level: subclasses of ``TokenDefense``. Sentence level: subclasses of
     ``RepresentationDefense`` that override a hide method (the identity ``none`` is left out).
     """
     from bench.core.registry import DEFENSES
@@ -133,10 +133,9 @@ def mechanism_classes() -> dict[str, type]:
 
 
 def _level(cls: type) -> str | None:
-    from bench.engine.input_defense import InputDefense
-    from bench.engine.representation import RepresentationDefense
+    from bench.core.components import RepresentationDefense, TokenDefense
 
-    if issubclass(cls, InputDefense):
+    if issubclass(cls, TokenDefense) and not issubclass(cls, RepresentationDefense):
         return "token"
     if issubclass(cls, RepresentationDefense):
         return "sentence"
@@ -144,7 +143,7 @@ def _level(cls: type) -> str | None:
 
 
 def _default_mechanism(cls: type) -> bool:
-    from bench.engine.representation import RepresentationDefense
+    from bench.core.components import RepresentationDefense
 
     level = _level(cls)
     if level == "sentence":
@@ -187,19 +186,20 @@ def fixed_batch(sentences: int, seed: int = 0) -> list[str]:
 
 
 def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, seed: int = 0) -> Timing:
-    """Time ``defense.fit`` once and ``defense.privatize`` on every sentence of ``ids`` (tokens/s)."""
+    """Time the defense's mechanism: ``fit`` once and ``privatize`` on every sentence of ``ids`` (tokens/s)."""
     from bench.core.params import component_args
     from bench.core.seeding import numpy_generator
 
+    mechanism = defense.token_mechanism()
     start = time.perf_counter()
-    defense.fit(ids, space)
+    mechanism.fit(ids, space)
     fit_s = time.perf_counter() - start
     name = type(defense).registry_name
     times = time_calls(
         # the same generator seed on every call, so every timed call does the same work
-        lambda: defense.privatize(ids, space, numpy_generator(seed, "perf", name)),
+        lambda: mechanism.privatize(ids, space, numpy_generator(seed, "perf", name)),
         repeats,
-        warmup=lambda: defense.privatize(ids[:WARMUP_SENTENCES], space, numpy_generator(seed, "perf-warmup", name)),
+        warmup=lambda: mechanism.privatize(ids[:WARMUP_SENTENCES], space, numpy_generator(seed, "perf-warmup", name)),
     )
     return Timing(name, component_args(defense), "token", int(sum(len(x) for x in ids)), fit_s, times,
                   search_flops(len(space.candidates), space.table.shape[1]))
@@ -210,7 +210,7 @@ def time_sentence_mechanism(defense, features: np.ndarray, repeats: int, seed: i
     import torch
 
     from bench.core.params import component_args
-    from bench.core.seeding import torch_generator
+    from bench.models.generators import torch_generator
 
     name = type(defense).registry_name
     reps = torch.from_numpy(features)
@@ -231,7 +231,7 @@ def run_perf(
     progress: Callable[[str], None] = lambda message: None,
 ) -> PerfReport:
     """Measure matrix-product throughput and time every selected mechanism on the fixed batch."""
-    from bench.models.encoders import load_encoder
+    from bench.models.loading import load_encoder
     from bench.core.seeding import numpy_generator
     from bench.privacy.token_space import token_space
 
@@ -251,9 +251,9 @@ def run_perf(
     for name, defense in mechanisms:
         progress(f"timing {name}")
         if _level(type(defense)) == "token":
-            key = getattr(defense, "vectors", "")  # a word-vector file is its own token space
+            key = defense.token_space().vectors  # a word-vector file is its own token space
             if key not in spaces:
-                space = defense.token_space(encoder)
+                space = defense.token_space().build(encoder)
                 spaces[key] = space, space.client_ids(texts, numpy_generator(seed, "perf-oov"))
             timings.append(time_token_mechanism(defense, spaces[key][1], spaces[key][0], repeats, seed))
         else:

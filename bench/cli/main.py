@@ -57,6 +57,8 @@ def run(
     encoder: str = typer.Option("minilm", help="minilm (offline), mock or mock-<d> (tests) or a hub id."),
     mode: str = typer.Option("frozen", help="frozen: cached features, head only; finetune: the encoder trains too."),
     train_args: str = typer.Option("", "--train-args", help="Server training overrides, e.g. epochs=10,lr=0.001."),
+    server_args: str = typer.Option("", "--server-args", help="Server options, e.g. adapt=denoising (privacy-adaptive "
+                                    "pretraining of the server's encoder; adapt_steps, adapt_lr, ...)."),
     n_train: Optional[int] = typer.Option(None, "--n-train", help="Training examples (default: the task's)."),
     n_eval: Optional[int] = typer.Option(None, "--n-eval", help="Evaluation examples (default: the task's)."),
     pooling: str = typer.Option("mean", help="Sentence representation: mean, cls or pooler."),
@@ -92,7 +94,7 @@ def run(
     spec = make_spec(
         task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
         attack_args=attack_args, training_args=train_args, mode=mode, n_train=n_train, n_eval=n_eval,
-        pooling=pooling, device=device, seed=seed,
+        pooling=pooling, device=device, seed=seed, server_args=server_args,
     )
     record = run_cell(spec)
     path = store.append(record) if save else None
@@ -151,14 +153,16 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     for title, registry in (("tasks", TASKS), ("defenses", DEFENSES), ("attacks", ATTACKS)):
         table = Table(title=title, title_justify="left")
         table.add_column("name", style="bold")
-        table.add_column("kinds" if registry is not TASKS else "metric")
+        table.add_column("kinds" if registry is not TASKS else "metrics (server protocols)")
         table.add_column("parameters (default)")
         for name in registry.names():
             cls = registry.get(name)
             if registry is TASKS:
-                kinds = cls.metric
+                kinds = f"{', '.join(m.name for m in cls.metrics)} ({', '.join(cls.protocols)})"
+            elif registry is DEFENSES:
+                kinds = ", ".join(str(k) for k in cls.releases)
             else:
-                kinds = ", ".join(str(k) for k in getattr(cls, "releases", ()) or getattr(cls, "accepts", ()))
+                kinds = ", ".join(str(k) for k in cls.accepts) + "\nmetrics: " + ", ".join(m.name for m in cls.metrics)
             params = "\n".join(
                 f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
             )

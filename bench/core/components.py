@@ -1,100 +1,148 @@
-"""Base classes of tasks, defenses and attacks, and the cell context the runner hands them.
+"""Base classes of tasks, defenses and attacks: what each component declares and supplies.
 
 Every component is a dataclass whose fields are its parameters (defaults plus a one-line comment);
-``__post_init__`` rejects bad values with ``BenchError``.
+``__post_init__`` rejects bad values with ``BenchError``. The engine (``bench.engine``) owns the
+protocol of a cell: a task supplies data, its server and its scorer; a defense supplies only the
+client's mechanism; an attack turns a release into guesses. Declarations (metrics, release kinds,
+registry names) are checked when a component registers (``check_declarations``).
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from bench.data.examples import TaskData, Text
+from bench.core.metrics import Metric, check_declared
 from bench.core.releases import Release, ReleaseKind
-from bench.core.spec import RunSpec
 
 
 class Task:
-    """A task family member: loads seeded splits and scores predictions with its metric."""
+    """A task: seeded splits, the server model of its family, and the scorer of its metrics."""
 
     version: ClassVar[str] = "1"
-    metric: ClassVar[str]  # the headline utility metric, a key of bench.core.metrics.METRICS
-    num_labels: ClassVar[int]  # classes; 1 for regression
+    metrics: ClassVar[tuple[Metric, ...]] = ()  # utility metrics it computes, the headline metric first
+    num_labels: ClassVar[int] = 2  # classes; 1 for regression
+    # client protocols its server trains from, preferred first: "representations" and/or "tokens" (bench.engine)
+    protocols: ClassVar[tuple[str, ...]] = ()
     default_n_train: ClassVar[int] = 4000
     default_n_eval: ClassVar[int] = 1000
+
+    @classmethod
+    def check_declarations(cls) -> None:
+        """Called at registration: the task declares its metrics and the client protocols its server takes."""
+        from bench.core.errors import BenchError
+
+        check_declared(f"task '{cls.registry_name}'", cls.metrics)
+        if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens"}:
+            raise BenchError(f"task '{cls.registry_name}' must declare `protocols`, the client protocols its server "
+                             "trains from (representations and/or tokens).")
+
+    metric: ClassVar[str] = ""  # the headline utility metric's name (set from ``metrics``)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.metrics:
+            cls.metric = cls.metrics[0].name
 
     def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
         """Seeded train and evaluation examples of the requested sizes."""
         raise NotImplementedError
 
-    def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    def server(self, spec, training):
+        """The server model of this task's family (``bench.models.servers``), trained on releases only."""
+        raise NotImplementedError
+
+    def score(self, predictions: Any, labels: Any) -> dict[str, float]:
         """Utility metrics by name (the headline metric first)."""
         raise NotImplementedError
 
 
-@dataclass
-class Cell:
-    """What one run gives its defense: the spec, the task, its data and the encoder."""
-
-    spec: RunSpec
-    task: Task
-    data: TaskData
-    training: Any  # bench.models.training.TrainingConfig
-
-    @functools.cached_property
-    def encoder(self):
-        """The shared (frozen, cached) encoder of this run."""
-        from bench.models.encoders import load_encoder
-
-        return load_encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length)
-
-    def fresh_encoder(self):
-        """A private copy of the encoder for modes that change its weights; it bypasses the feature cache."""
-        from bench.models.encoders import Encoder, MockEncoder, mock_dimension
-
-        if (dim := mock_dimension(self.spec.encoder)) is not None:
-            return MockEncoder(dim)
-        if self.spec.encoder == "bilstm":
-            from bench.models.bilstm import BiLSTMEncoder
-
-            return BiLSTMEncoder(self.spec.device, self.spec.pooling, self.spec.max_length, cache=False,
-                                 seed=self.spec.seed)
-        return Encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length, cache=False)
-
-
-@dataclass
-class DefenseOutput:
-    """Utility of the server's model on privatized evaluation data, and the releases attacks see."""
-
-    utility: dict[str, float]
-    releases: dict[ReleaseKind, Release]
-    notes: dict[str, Any] = field(default_factory=dict)
-    encoder: Any = None  # the encoder that produced the releases (public in the threat model)
-    deferred: dict[ReleaseKind, Any] = field(default_factory=dict)  # kind -> () -> Release, built only if attacked
-
-    def release(self, kind: ReleaseKind) -> Release:
-        """The release of ``kind``, building a deferred one on first use."""
-        if kind not in self.releases:
-            self.releases[kind] = self.deferred.pop(kind)()
-        return self.releases[kind]
-
-
 class Defense:
-    """A text-privacy defense: the client's local part plus the server's training on releases."""
+    """A text-privacy defense: the client's local mechanism and the release kinds it produces."""
 
     version: ClassVar[str] = "1"
     releases: ClassVar[tuple[ReleaseKind, ...]] = ()
 
-    def run(self, cell: Cell) -> DefenseOutput:
-        """Privatize the cell's data, train and evaluate the server's model, return the releases."""
-        raise NotImplementedError
+    @classmethod
+    def check_declarations(cls) -> None:
+        """Called at registration: the defense declares at least one release kind it produces."""
+        from bench.core.errors import BenchError
+
+        if not cls.releases or not all(isinstance(k, ReleaseKind) for k in cls.releases):
+            raise BenchError(f"defense '{cls.registry_name}' must declare the release kinds it produces "
+                             "(class attribute `releases`, a tuple of bench.ReleaseKind).")
 
     def describe(self, dim: int) -> dict[str, Any]:
         """Derived facts worth keeping in the record (e.g. the mean noise radius); default none."""
         return {}
+
+
+class TokenDefense(Defense):
+    """A defense that privatizes the client's text token by token (d_chi, SanText, ...).
+
+    It supplies ``token_mechanism()``: the public mechanism (``bench.privacy.public.TokenMechanism``)
+    the engine runs on the client's token ids; and ``token_space()``: the public space it works in.
+    """
+
+    releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
+
+    def token_mechanism(self):
+        """A fresh (unfitted) public mechanism with this defense's parameters."""
+        raise NotImplementedError
+
+    def token_space(self):
+        """The public token space (``bench.privacy.public.SpaceRef``): the encoder's WordPieces by default."""
+        from bench.privacy.public import SpaceRef
+
+        return SpaceRef()
+
+
+class RepresentationDefense(Defense):
+    """A defense that transforms sentence representations (TextHide, d_chi on sequences, ...).
+
+    A subclass overrides ``hide`` (one transform for training and inference) or, like TextHide,
+    ``hide_batch`` (training batches: representations and targets) and ``hide_inference``. ``setup``
+    draws the client's secrets once; ``prepare`` fetches what the client needs beyond its own data.
+    """
+
+    releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS)
+
+    def representation_mechanism(self):
+        """The public mechanism (``bench.privacy.public.RepresentationMechanism``); by default the
+        defense's name and parameters, which is all an adversary can rely on for a new defense."""
+        from bench.core.params import component_args
+        from bench.privacy.public import DeclaredRepresentation
+
+        return DeclaredRepresentation(type(self).registry_name, component_args(self))
+
+    def client_count(self) -> int:
+        """Federated clients that hide their own shards (1 = centralised training)."""
+        return 1
+
+    def setup(self, dim: int, generator) -> None:
+        """Draw the client's secrets for representations of size ``dim`` (default: none)."""
+
+    def prepare(self, client) -> None:
+        """Fetch what the client needs beyond its own data (``bench.engine.client.ClientSide``); default none."""
+
+    def hide(self, reps, generator):
+        """Transform a batch of representations ``(n, dim)`` (default: unchanged)."""
+        return reps
+
+    def hide_batch(self, reps, targets, generator):
+        """Transform a training batch and its targets (default: ``hide`` on the representations)."""
+        return self.hide(reps, generator), targets
+
+    def hide_inference(self, reps, generator):
+        """Transform representations sent for prediction (default: ``hide``)."""
+        return self.hide(reps, generator)
+
+    def client_transform(self, client: int):
+        """The batch transform federated client ``client`` applies (default: ``hide_batch``)."""
+        return self.hide_batch
 
 
 @dataclass
@@ -116,10 +164,21 @@ class Truth:
 
 
 class Attack:
-    """An attack: turns a release into guesses; the runner scores them against the truth."""
+    """An attack: turns a release into guesses; the engine scores them against the truth."""
 
     version: ClassVar[str] = "1"
     accepts: ClassVar[tuple[ReleaseKind, ...]] = ()
+    metrics: ClassVar[tuple[Metric, ...]] = ()  # what ``score`` returns; higher = more recovered unless declared
+
+    @classmethod
+    def check_declarations(cls) -> None:
+        """Called at registration: the attack declares the release kinds it accepts and its metrics."""
+        from bench.core.errors import BenchError
+
+        if not cls.accepts or not all(isinstance(k, ReleaseKind) for k in cls.accepts):
+            raise BenchError(f"attack '{cls.registry_name}' must declare the release kinds it accepts "
+                             "(class attribute `accepts`, a tuple of bench.ReleaseKind).")
+        check_declared(f"attack '{cls.registry_name}'", cls.metrics)
 
     def attack(self, release: Release, public: PublicKnowledge) -> Any:
         """Guesses about the private inputs behind ``release``."""

@@ -1,123 +1,56 @@
-"""Metrics, each declaring whether higher is better, and the functions that compute them.
+"""Metric declarations: each component declares the metrics it computes (name, direction, range).
 
-Keys in records are ``utility/<metric>``, ``privacy/<attack>/<metric>`` and, for the random-guess
-reference of the same attack in the same run, ``random/<attack>/<metric>``. For privacy and random
-keys, "higher is better" is the attack's point of view: a higher value means more was recovered.
+Keys in records are ``utility/<metric>`` (declared by the task), ``privacy/<attack>/<metric>`` and,
+for the random-guess reference of the same attack in the same run, ``random/<attack>/<metric>``
+(declared by the attack). For privacy and random keys, "higher is better" is the attack's point of
+view: a higher value means more was recovered. Declarations are checked when a component registers,
+so a cell can never run and then fail on an unknown metric.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Sequence
 
-import numpy as np
+from bench.core.errors import BenchError
+
+METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
-class MetricInfo:
-    """What a metric measures and which direction is better."""
+class Metric:
+    """One metric a component computes."""
 
-    higher_is_better: bool
+    name: str  # record key suffix: lower-case letters, digits and underscores
+    higher_is_better: bool  # for attacks: higher = more recovered
     description: str
+    low: float = 0.0  # smallest possible value (-inf when unbounded)
+    high: float = 1.0  # largest possible value (inf when unbounded)
 
 
-METRICS: dict[str, MetricInfo] = {
-    "accuracy": MetricInfo(True, "fraction of evaluation examples classified correctly"),
-    "mcc": MetricInfo(True, "Matthews correlation coefficient (GLUE CoLA)"),
-    "f1": MetricInfo(True, "F1 of the positive class"),
-    "pearson": MetricInfo(True, "Pearson correlation"),
-    "spearman": MetricInfo(True, "Spearman correlation"),
-    "identity": MetricInfo(True, "fraction of queries whose returned sentence is the true one"),
-    "jcdist": MetricInfo(True, "Jaccard word overlap of the returned and the true sentence"),
-    "tfidf": MetricInfo(True, "TF-IDF cosine of the returned and the true sentence"),
-    "label": MetricInfo(True, "fraction of returned sentences with the true sentence's label"),
-    "sbert": MetricInfo(True, "SBERT cosine of the returned and the true sentence"),
-    "token_accuracy": MetricInfo(True, "fraction of the evaluation tokens recovered at their position"),
-    "bayes_token_accuracy": MetricInfo(
-        True, "fraction of the evaluation tokens recovered by the Bayesian (maximum a posteriori) guess"
-    ),
-    "success_rate": MetricInfo(True, "fraction of attacks whose recovered representation has MSE <= the threshold"),
-    "mse": MetricInfo(False, "mean squared error of the recovered representation (lower = closer)"),
-    "mlm_top1": MetricInfo(True, "the attacker's masked LM: top-1 accuracy at masked held-out public text"),
-}
+def check_declared(owner: str, metrics: object) -> tuple[Metric, ...]:
+    """The component's metric declarations, or a BenchError saying what is wrong with them."""
+    if not isinstance(metrics, tuple) or not metrics or not all(isinstance(m, Metric) for m in metrics):
+        raise BenchError(f"{owner} must declare its metrics as a non-empty tuple of bench.Metric "
+                         "(class attribute `metrics`).")
+    names = [m.name for m in metrics]
+    for metric in metrics:
+        if not METRIC_NAME.match(metric.name):
+            raise BenchError(f"{owner} metric name '{metric.name}' must match {METRIC_NAME.pattern}.")
+        if not (metric.low <= metric.high) or math.isnan(metric.low) or math.isnan(metric.high):
+            raise BenchError(f"{owner} metric '{metric.name}' has an empty range [{metric.low}, {metric.high}].")
+    if len(set(names)) != len(names):
+        raise BenchError(f"{owner} declares a metric twice: {', '.join(names)}.")
+    return metrics
 
 
-def metric_info(key: str) -> MetricInfo:
-    """Info for a record key such as ``privacy/rss/identity`` (looked up by its last part)."""
-    name = key.rsplit("/", 1)[-1]
-    if name not in METRICS:
-        raise KeyError(f"metric '{name}' is not declared in bench.core.metrics.METRICS")
-    return METRICS[name]
+def check_values(owner: str, declared: tuple[Metric, ...], values: dict[str, float]) -> None:
+    """Every computed metric must be declared (a bug in the component otherwise, named here)."""
+    known = {m.name for m in declared}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise BenchError(f"{owner} computed undeclared metric(s) {', '.join(unknown)}; declare them in its "
+                         "`metrics`.")
 
 
-# -- task metrics (GLUE) -------------------------------------------------------------------------
-
-
-def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of equal entries."""
-    return float(np.mean(np.asarray(predictions) == np.asarray(labels)))
-
-
-def mcc(predictions: np.ndarray, labels: np.ndarray) -> float:
-    """Matthews correlation coefficient (scikit-learn)."""
-    from sklearn.metrics import matthews_corrcoef
-
-    return float(matthews_corrcoef(labels, predictions))
-
-
-def f1(predictions: np.ndarray, labels: np.ndarray) -> float:
-    """Binary F1 of class 1 (scikit-learn)."""
-    from sklearn.metrics import f1_score
-
-    return float(f1_score(labels, predictions))
-
-
-def pearson(predictions: np.ndarray, labels: np.ndarray) -> float:
-    """Pearson correlation (SciPy)."""
-    from scipy.stats import pearsonr
-
-    return float(pearsonr(predictions, labels)[0])
-
-
-def spearman(predictions: np.ndarray, labels: np.ndarray) -> float:
-    """Spearman rank correlation (SciPy)."""
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(predictions, labels)[0])
-
-
-# -- similarity of a guessed sentence to the true one --------------------------------------------
-
-_WORD = re.compile(r"\w+")
-
-
-def words(text: str) -> set[str]:
-    """Lower-cased word set of a text."""
-    return set(_WORD.findall(text.lower()))
-
-
-def jaccard_words(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-    """|words(a) ∩ words(b)| / |words(a) ∪ words(b)| per pair (1.0 for two texts without words)."""
-    out = np.empty(len(a))
-    for i, (x, y) in enumerate(zip(a, b)):
-        wx, wy = words(x), words(y)
-        union = wx | wy
-        out[i] = len(wx & wy) / len(union) if union else 1.0
-    return out
-
-
-def tfidf_cosine(a: Sequence[str], b: Sequence[str], corpus: Sequence[str]) -> np.ndarray:
-    """Cosine of TF-IDF vectors (fitted on ``corpus``) per pair."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    vectorizer = TfidfVectorizer().fit(corpus)
-    va, vb = vectorizer.transform(a), vectorizer.transform(b)  # rows are L2-normalised
-    return np.asarray(va.multiply(vb).sum(axis=1)).ravel()
-
-
-def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two equally shaped arrays."""
-    na = np.linalg.norm(a, axis=1).clip(min=1e-12)
-    nb = np.linalg.norm(b, axis=1).clip(min=1e-12)
-    return np.einsum("ij,ij->i", a, b) / (na * nb)

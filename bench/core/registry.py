@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 import importlib.util
 import pkgutil
 import sys
@@ -18,6 +19,10 @@ from typing import Callable, Generic, TypeVar
 from bench.core.errors import BenchError
 
 T = TypeVar("T", bound=type)
+
+# registry names: lower-case letters and digits, words joined by single hyphens or underscores; they name
+# record files (results/records/<defense>.jsonl) and record keys, so nothing else is allowed
+NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
 
 class Registry(Generic[T]):
@@ -34,6 +39,9 @@ class Registry(Generic[T]):
 
         def decorate(cls: T) -> T:
             key = name or cls.__module__.rsplit(".", 1)[-1]
+            if not NAME.match(key):
+                raise BenchError(f"{self.kind} name '{key}' must be lower-case letters and digits joined by '-' or "
+                                 "'_' (as in santext-plus); rename it.")
             existing = self._items.get(key)
             if existing is not None and existing.__qualname__ != cls.__qualname__:
                 raise BenchError(
@@ -41,6 +49,9 @@ class Registry(Generic[T]):
                     f"({existing.__module__} and {cls.__module__}); rename one of them."
                 )
             cls.registry_name = key
+            check = getattr(cls, "check_declarations", None)
+            if check is not None:
+                check()  # metrics, release kinds: refused now, never after a cell has run
             self._items[key] = cls
             return cls
 

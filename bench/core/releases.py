@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -16,6 +16,7 @@ class ReleaseKind(str, Enum):
     TOKEN_EMBEDDINGS = "token_embeddings"
     SENTENCE_EMBEDDINGS = "sentence_embeddings"
     GRADIENTS = "gradients"
+    PREDICTIONS = "predictions"
     MODEL = "model"
 
     def __str__(self) -> str:
@@ -32,7 +33,9 @@ class Release:
             of strings for text, ...).
         owners: for each row of ``data``, the index of the evaluation example it was produced
             for; the runner scores guesses against that example.
-        public: public facts that travel with the release (mechanism name and parameters).
+        mechanism: the public mechanism (``bench.privacy.public``): how the release was made, as the
+            adversary knows it; an unfitted copy, never the client's state.
+        space: the public token space of a token-level release (``bench.privacy.public.SpaceRef``).
         known_pairs: releases of examples whose plaintext the adversary also holds (learning attacks
             such as RepRecon train on them): ``(released rows, indices into PublicKnowledge.corpus)``.
             None when the threat model grants no such pairs.
@@ -41,7 +44,8 @@ class Release:
     kind: ReleaseKind
     data: Any
     owners: np.ndarray
-    public: dict[str, Any] = field(default_factory=dict)
+    mechanism: Any = None
+    space: Any = None
     known_pairs: tuple[np.ndarray, np.ndarray] | None = None
 
 

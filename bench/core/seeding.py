@@ -16,12 +16,3 @@ def derive_seed(seed: int, *purpose: str) -> int:
 def numpy_generator(seed: int, *purpose: str) -> np.random.Generator:
     """A NumPy generator for one purpose of one run."""
     return np.random.default_rng(derive_seed(seed, *purpose))
-
-
-def torch_generator(seed: int, *purpose: str):
-    """A CPU ``torch.Generator`` for one purpose of one run."""
-    import torch
-
-    generator = torch.Generator()
-    generator.manual_seed(derive_seed(seed, *purpose))
-    return generator

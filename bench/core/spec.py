@@ -20,6 +20,7 @@ class RunSpec:
     defense_args: dict[str, Any] = field(default_factory=dict)  # resolved defense parameters
     attack_args: dict[str, Any] = field(default_factory=dict)  # resolved attack parameters
     training: dict[str, Any] = field(default_factory=dict)  # resolved server training settings
+    server: dict[str, Any] = field(default_factory=dict)  # resolved server options (privacy-adaptive pretraining)
     n_train: int = 0  # training examples drawn from the task's train split
     n_eval: int = 0  # evaluation examples drawn from the task's evaluation split
     pooling: str = "mean"  # sentence representation: mean of tokens, cls, or the model's pooler
@@ -38,9 +39,14 @@ class RunSpec:
         return cls(**{k: v for k, v in data.items() if k in names})
 
     def config_hash(self) -> str:
-        """SHA-256 (16 hex digits) of every field but the seed."""
+        """SHA-256 (16 hex digits) of every field but the seed.
+
+        Empty server options are left out, so cells recorded before server options existed keep their hash.
+        """
         payload = self.to_dict()
         payload.pop("seed")
+        if not payload["server"]:
+            payload.pop("server")
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -48,4 +54,6 @@ class RunSpec:
         """Short human-readable description."""
         args = ",".join(f"{k}={v}" for k, v in self.defense_args.items())
         defense = f"{self.defense}({args})" if args else self.defense
+        server = ",".join(f"{k}={v}" for k, v in self.server.items() if k == "adapt")
+        defense = f"{defense} + server({server})" if server else defense
         return f"{self.task} / {defense} / {self.attack or '-'} / seed {self.seed}"

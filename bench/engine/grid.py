@@ -24,7 +24,7 @@ from bench.engine.runner import component_versions, make_spec, run_cell
 from bench.core.spec import RunSpec
 from bench.results.store import ResultStore
 
-GRID_KEYS = {"tasks", "encoders", "defenses", "attacks", "seeds", "settings"}
+GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings"}
 
 
 def _as_list(value: Any, key: str, kind: type | tuple[type, ...] = str) -> list:
@@ -62,25 +62,29 @@ def load_grid(path: str | Path) -> list[RunSpec]:
     defenses = []
     for item in _as_list(grid.get("defenses"), "defenses", (str, dict)):
         if isinstance(item, str):
-            defenses.append((item, {}))
-        elif isinstance(item.get("name"), str) and isinstance(item.get("args") or {}, dict):
-            defenses.append((item["name"], {str(k): v for k, v in (item.get("args") or {}).items()}))
+            defenses.append((item, {}, {}))
+        elif (isinstance(item.get("name"), str) and isinstance(item.get("args") or {}, dict)
+              and isinstance(item.get("server") or {}, dict) and not set(item) - {"name", "args", "server"}):
+            defenses.append((item["name"], {str(k): v for k, v in (item.get("args") or {}).items()},
+                             {str(k): v for k, v in (item.get("server") or {}).items()}))
         else:
-            raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}}}.")
+            raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}, server: {{...}}}}.")
+    servers = [{str(k): v for k, v in item.items()} for item in _as_list(grid.get("servers"), "servers", dict)]
     cells = itertools.product(
         _as_list(grid.get("tasks"), "tasks") or ["sst2"],
         _as_list(grid.get("encoders"), "encoders") or ["minilm"],
-        defenses or [("none", {})],
+        defenses or [("none", {}, {})],
+        servers or [{}],
         _as_list(grid.get("attacks"), "attacks") or [None],
         _as_list(grid.get("seeds"), "seeds", int) or [0],
     )
     specs = []
-    for task, encoder, (defense, args), attack, seed in cells:
+    for task, encoder, (defense, args, own_server), server, attack, seed in cells:
         try:
             specs.append(
                 make_spec(
                     task=task, encoder=encoder, defense=defense, defense_args=args, attack=attack,
-                    seed=seed, **settings,
+                    seed=seed, server_args={**server, **own_server}, **settings,
                 )
             )
         except (TypeError, ValueError, AttributeError) as exc:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import os
-import platform
-import subprocess
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Mapping
 
-from bench.core.components import Cell, PublicKnowledge, Truth
+from bench.core.components import PublicKnowledge, Truth
 from bench.core.errors import BenchError
-from bench.core.params import build_component, component_args
+from bench.core.params import build_component, component_args, parse_arg_string
+from bench.engine.protocols import choose_protocol
 from bench.results.record import ResultRecord
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.spec import RunSpec
@@ -50,20 +46,34 @@ def make_spec(
     max_length: int = 128,
     device: str = "auto",
     seed: int = 0,
+    server_args: Mapping[str, Any] | str | None = None,
 ) -> RunSpec:
-    """Validate names and values and resolve every default; raises ``BenchError`` on bad input."""
+    """Validate names and values and resolve every default; raises ``BenchError`` on bad input.
+
+    Everything a cell needs is checked here, before anything runs: the components exist and declare
+    their metrics and release kinds, the defense has a client part the task's server trains from,
+    the attack accepts what the defense releases, and the server options apply to the release.
+    """
+    from bench.engine.server_options import ServerOptions
     from bench.models.encoders import POOLINGS, resolve_device
-    from bench.core.params import parse_arg_string
     from bench.models.training import TrainingConfig, training_defaults
 
     task_cls = TASKS.get(task)
     defense_cls = DEFENSES.get(defense)
     resolved_defense = component_args(build_component(defense_cls, defense_args))
     resolved_attack: dict[str, Any] = {}
+    wanted = None
     if attack is not None:
         attack_cls = ATTACKS.get(attack)
-        compatible_kind(defense_cls, attack_cls)
+        wanted = compatible_kind(defense_cls, attack_cls)
         resolved_attack = component_args(build_component(attack_cls, attack_args))
+    protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
+    given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
+    options = build_component(ServerOptions, given_server)
+    resolved_server = options.resolved(given_server)
+    if options.adapt and protocol != "tokens":
+        raise BenchError(f"privacy-adaptive pretraining (adapt={options.adapt}) needs a text or token-vector release; "
+                         f"defense '{defense}' releases sentence representations here.")
     overrides = parse_arg_string(training_args) if isinstance(training_args, str) else dict(training_args or {})
     if "mode" in overrides:
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
@@ -84,6 +94,7 @@ def make_spec(
         defense_args=resolved_defense,
         attack_args=resolved_attack,
         training=training,
+        server=resolved_server,
         n_train=n_train,
         n_eval=n_eval,
         pooling=pooling,
@@ -93,53 +104,76 @@ def make_spec(
     )
 
 
-def run_cell(spec: RunSpec) -> ResultRecord:
-    """Run one cell: load data, run the defense, run the attack and its random reference."""
-    from bench.core.metrics import metric_info
-    from bench.core.seeding import numpy_generator
+def run_defense(spec: RunSpec):
+    """The client and server part of a cell: ``(context, output, attacked kind, protocol)``."""
+    from bench.engine.protocols import CellContext, run_protocol
+    from bench.engine.server_options import ServerOptions
     from bench.models.training import TrainingConfig
 
-    started = time.perf_counter()
     task = build_component(TASKS.get(spec.task), {})
     defense = build_component(DEFENSES.get(spec.defense), spec.defense_args)
+    attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
+    wanted = compatible_kind(type(defense), attack_cls) if attack_cls is not None else None
+    protocol = choose_protocol(type(defense), type(task).protocols, wanted)
     data = task.load(spec.n_train, spec.n_eval, spec.seed)
-    cell = Cell(spec, task, data, TrainingConfig(**spec.training))
-    output = defense.run(cell)
+    training = TrainingConfig(**spec.training)
+    context = CellContext(spec, task, data, training, ServerOptions(**spec.server))
+    return context, run_protocol(protocol, defense, context, task.server(spec, training)), wanted, protocol
+
+
+def run_cell(spec: RunSpec) -> ResultRecord:
+    """Run one cell: the client's mechanism, the server's training and evaluation, the attack and its
+    random reference, each scored by the engine against the truth only it holds."""
+    from bench.core.metrics import check_values
+    from bench.core.seeding import numpy_generator
+    from bench.engine.provenance import hardware, versions
+
+    started = time.perf_counter()
+    attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
+    context, output, wanted, protocol = run_defense(spec)
+    task, data = context.task, context.data
+    check_values(f"task '{spec.task}'", task.metrics, output.utility)
     metrics = {f"utility/{name}": value for name, value in output.utility.items()}
+    directions = {f"utility/{m.name}": m.higher_is_better for m in task.metrics}
     notes = dict(data.notes, **output.notes)
 
-    if spec.attack is not None:
-        attack_cls = ATTACKS.get(spec.attack)
+    if attack_cls is not None:
         attack = build_component(attack_cls, spec.attack_args)
-        release = output.release(compatible_kind(type(defense), attack_cls))
+        release = output.release(wanted)
         corpus, corpus_labels = data.corpus()
-        public = PublicKnowledge(output.encoder or cell.encoder, corpus, spec.task)
+        public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
         truth = Truth(
             [data.eval.texts[i] for i in release.owners], data.eval.labels[release.owners], corpus_labels
         )
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):
-            for name, value in attack.score(found, truth, public).items():
+            scores = attack.score(found, truth, public)
+            check_values(f"attack '{spec.attack}'", attack_cls.metrics, scores)
+            for name, value in scores.items():
                 metrics[f"{prefix}/{spec.attack}/{name}"] = value
+        for metric in attack_cls.metrics:
+            for prefix in ("privacy", "random"):
+                directions[f"{prefix}/{spec.attack}/{metric.name}"] = metric.higher_is_better
         notes.update(getattr(attack, "run_notes", {}))  # what the attack measured about itself (speed, ...)
         notes["attacked_rows"] = int(len(release.owners))
         notes["attack_corpus_size"] = len(corpus)
+    notes["protocol"] = protocol
 
     return ResultRecord(
         run_id=uuid.uuid4().hex,
         config_hash=spec.config_hash(),
         seed=spec.seed,
         spec=spec.to_dict(),
-        versions=_versions(spec, output.encoder or cell.encoder),
+        versions=versions(spec, output.encoder or context.encoder),
         data_hash=data.data_hash(),
         data_source=data.source,
         sizes={"n_train": len(data.train), "n_eval": len(data.eval)},
         metrics={k: float(v) for k, v in metrics.items()},
-        higher_is_better={k: metric_info(k).higher_is_better for k in metrics},
+        higher_is_better={k: directions[k] for k in metrics},
         notes=notes,
         runtime_s=round(time.perf_counter() - started, 3),
-        hardware=_hardware(spec.device),
+        hardware=hardware(spec.device),
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
 
@@ -149,70 +183,3 @@ def component_versions(spec: RunSpec) -> str:
     parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{DEFENSES.get(spec.defense).version}"]
     parts.append(f"{spec.attack}@{ATTACKS.get(spec.attack).version}" if spec.attack else "")
     return " ".join(parts)
-
-
-@functools.lru_cache(maxsize=1)  # the code a process runs is the code it started with
-def _git_sha() -> str:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        changed = subprocess.run(  # code edited since the commit (results/ does not count)
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
-            cwd=root, capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()
-        return f"{sha}-dirty" if changed else sha
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _versions(spec: RunSpec, encoder) -> dict[str, str]:
-    import torch
-    import transformers
-
-    import bench
-
-    task_version, defense_version, attack_version = component_versions(spec).split(" ")
-    versions = {
-        "bench": bench.__version__,
-        "git_sha": _git_sha(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "task": task_version,
-        "defense": defense_version,
-        "encoder": f"{spec.encoder}@{encoder.revision}",
-    }
-    if attack_version:
-        versions["attack"] = attack_version
-    return versions
-
-
-def _hardware(device: str) -> dict[str, Any]:
-    import torch
-
-    info: dict[str, Any] = {
-        "device": device,
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        # the CPU model and the kernels torch picked for it: features (and so trained heads) differ in the
-        # last bits between CPUs, which 120 epochs can amplify to a visible utility difference
-        "cpu_model": _cpu_model(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-    }
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
-
-
-def _cpu_model() -> str:
-    """The CPU's model name (Linux ``/proc/cpuinfo``), else the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

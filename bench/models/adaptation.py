@@ -1,7 +1,7 @@
 """Privacy-adaptive pretraining (Qu et al. 2021, §3.4): further MLM pretraining on privatized public text.
 
 The server adapts its encoder to the releases it will receive: public text is privatized on the fly
-with the same mechanism and parameter as the client's (the defense's own ``privatize``), and the
+with the same public mechanism and parameters as the client's (``bench.privacy.public``), and the
 masked-LM is trained with the user-side component, the token embedding table, frozen (the MLM
 decoder is tied to it, so it stays frozen too; its bias and transform train). Three objectives:
 
@@ -79,18 +79,20 @@ def adaptation_key(encoder: str, mechanism: dict[str, Any], config: AdaptationCo
 
 
 class PrivatizedMLMBatches:
-    """Masked-LM batches built from public sentences privatized by a defense's own mechanism."""
+    """Masked-LM batches built from public sentences privatized by a public mechanism."""
 
-    def __init__(self, defense, space, mlm, sentences_ids: list[np.ndarray], objective: str, k: int,
+    def __init__(self, mechanism, space, mlm, sentences_ids: list[np.ndarray], objective: str, k: int,
                  rng: np.random.Generator) -> None:
-        self.defense, self.space, self.mlm = defense, space, mlm
+        from bench.core.releases import ReleaseKind
+
+        self.mechanism, self.space, self.mlm = mechanism, space, mlm
         self.ids, self.objective, self.k, self.rng = sentences_ids, objective, k, rng
-        self.vectors = defense.release_kind.value == "token_embeddings"
+        self.vectors = mechanism.release_kind is ReleaseKind.TOKEN_EMBEDDINGS
         self.privatize_seconds = 0.0
 
     def _private(self, ids: list[np.ndarray]) -> list[np.ndarray]:
         started = time.perf_counter()
-        out = self.defense.privatize(ids, self.space, self.rng)
+        out = self.mechanism.privatize(ids, self.space, self.rng)
         self.privatize_seconds += time.perf_counter() - started
         return out
 
@@ -169,18 +171,10 @@ def soft_mlm_loss(logits, target_positions, target_tokens, target_weights):
     return weighted.sum() / max(positions, 1)
 
 
-def mechanism_of(defense) -> dict[str, Any]:
-    """The defense's public mechanism: its name and parameters, without the adaptation settings."""
-    from bench.core.params import component_args
-
-    return {"defense": defense.registry_name,
-            **{k: v for k, v in component_args(defense).items() if not k.startswith("adapt")}}
-
-
 class Pretraining:
     """One privacy-adaptive pretraining run in progress: the MLM, its privatized batches, its optimizer."""
 
-    def __init__(self, defense, encoder_name: str, config: AdaptationConfig, sentences: list[str], key: str,
+    def __init__(self, mechanism, encoder_name: str, config: AdaptationConfig, sentences: list[str], key: str,
                  device: str = "cpu") -> None:
         import torch
 
@@ -191,11 +185,11 @@ class Pretraining:
         self.config, self.mlm = config, load_mlm(encoder_name, device)
         space = WordPieceSpace(self.mlm.encoder)
         self.ids = [x[: MAX_LENGTH - 2] for x in space.client_ids(sentences) if len(x)]
-        defense = copy.deepcopy(defense)  # the cell's own defense keeps its state
-        defense.fit(self.ids, space)  # SanText+: the sensitive set of the public corpus
-        defense.streaming()
+        mechanism = copy.deepcopy(mechanism)  # the caller's mechanism keeps its state
+        mechanism.fit(self.ids, space)  # SanText+: the sensitive set of the public corpus
+        mechanism.streaming()
         self.rng = numpy_generator(config.seed, "adaptation", key)
-        self.batches = PrivatizedMLMBatches(defense, space, self.mlm, self.ids, config.objective, config.k, self.rng)
+        self.batches = PrivatizedMLMBatches(mechanism, space, self.mlm, self.ids, config.objective, config.k, self.rng)
         model = self.mlm.model
         model.get_input_embeddings().weight.requires_grad_(False)  # the user-side component
         self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
@@ -216,16 +210,17 @@ class Pretraining:
         return float(loss.detach())
 
 
-def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: str = "cpu",
+def adapt_encoder(mechanism, encoder_name: str, config: AdaptationConfig, device: str = "cpu",
                   task: str | None = None) -> Path:
-    """The adapted encoder's directory (``from_pretrained``-loadable), pretraining it if not cached.
+    """The encoder adapted to the public ``mechanism``: its directory (``from_pretrained``-loadable),
+    pretrained if not cached. The server and an attacker adapting to the same mechanism share it.
 
     The public corpus leaves out any source that is the evaluation data of ``task`` (the task measured).
     """
     from bench.data.public_corpus import public_corpus
 
     corpus = public_corpus(config.corpus, task, config.corpus_size, config.seed)
-    key = adaptation_key(encoder_name, mechanism_of(defense), config, corpus[2])
+    key = adaptation_key(encoder_name, mechanism.identity(), config, corpus[2])
     target = cache_root() / "adapted" / key
     if (target / "adaptation.json").is_file():
         return target
@@ -233,11 +228,11 @@ def adapt_encoder(defense, encoder_name: str, config: AdaptationConfig, device: 
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint
         if not (target / "adaptation.json").is_file():
-            _pretrain(defense, encoder_name, config, corpus, device, task, target)
+            _pretrain(mechanism, encoder_name, config, corpus, device, task, target)
     return target
 
 
-def _pretrain(defense, encoder_name: str, config: AdaptationConfig, corpus: tuple[list[str], str, str], device: str,
+def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tuple[list[str], str, str], device: str,
               task: str | None, target: Path) -> None:
     """Pretrain on ``corpus`` (sentences, description, hash), score the MLM on held-out text before and after,
     and save the checkpoint to ``target`` (whose name is its key)."""
@@ -248,14 +243,14 @@ def _pretrain(defense, encoder_name: str, config: AdaptationConfig, corpus: tupl
     from bench.data.public_corpus import held_out
 
     sentences, corpus_description, corpus_hash = corpus
-    key, mechanism = target.name, mechanism_of(defense)
-    run = Pretraining(defense, encoder_name, config, sentences, key, device)
+    key = target.name
+    run = Pretraining(mechanism, encoder_name, config, sentences, key, device)
     held_out_texts, held_out_description, _ = held_out(task)  # never part of a public corpus
     before = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)
     started = time.perf_counter()
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        for _ in track(range(config.steps), f"{config.objective} MLM adaptation ({defense.registry_name})",
+        for _ in track(range(config.steps), f"{config.objective} MLM adaptation ({mechanism.name})",
                        config.steps):
             run.step()
     seconds = time.perf_counter() - started
@@ -265,7 +260,7 @@ def _pretrain(defense, encoder_name: str, config: AdaptationConfig, corpus: tupl
     mlm.head = f"{mlm.head.removesuffix(' (untrained)')}, trained by {config.objective} MLM adaptation " \
                f"({config.steps} steps)"
     info = {
-        "key": key, "encoder": encoder_name, "mechanism": mechanism, "config": asdict(config),
+        "key": key, "encoder": encoder_name, "mechanism": mechanism.describe(), "config": asdict(config),
         "corpus": corpus_description, "corpus_hash": corpus_hash, "head": mlm.head,
         "mlm_top1_before": before, "mlm_top1_after": after, "held_out": held_out_description,
         "seconds": round(seconds, 1), "sequences_per_s": round(config.steps * config.batch_size / seconds, 2),

@@ -287,11 +287,6 @@ def _locate(name: str) -> tuple[str, str | None]:
     return name, None
 
 
-def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str = "mean", max_length: int = 128):
-    """The shared, frozen encoder called ``name`` (loaded once per process per setting)."""
-    return _shared_encoder(name, device, pooling, max_length)
-
-
 def mock_dimension(name: str) -> int | None:
     """``mock`` -> 64, ``mock-<d>`` -> d (a mock encoder of size d), anything else -> None."""
     if name == "mock":
@@ -302,14 +297,3 @@ def mock_dimension(name: str) -> int | None:
     if not size.isdigit() or int(size) < 1:
         raise BenchError(f"encoder '{name}': a mock encoder's size must be a positive integer, as in mock-64.")
     return int(size)
-
-
-@functools.lru_cache(maxsize=4)
-def _shared_encoder(name: str, device: str, pooling: str, max_length: int):
-    if (dim := mock_dimension(name)) is not None:
-        return MockEncoder(dim)
-    if name == "bilstm":
-        from bench.models.bilstm import BiLSTMEncoder
-
-        return BiLSTMEncoder(device=device, pooling=pooling, max_length=max_length)
-    return Encoder(name, device=device, pooling=pooling, max_length=max_length)

@@ -124,7 +124,7 @@ def _stream_name(base: str, client: int) -> str:
     return base if client == 0 else f"{base}-{client}"
 
 
-def _train_loop(
+def train_loop(
     shards, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu"
 ):
     """Seeded rounds over client shards; ``batch(idx, client, generator) -> (x, y)`` hides one client's batch.
@@ -135,7 +135,7 @@ def _train_loop(
     """
     import torch
 
-    from bench.core.seeding import torch_generator
+    from bench.models.generators import torch_generator
 
     regression = num_outputs == 1
     shards = [torch.as_tensor(np.asarray(shard), dtype=torch.long) for shard in shards]
@@ -192,7 +192,7 @@ def train_head(
     shards = list(shards) if shards is not None else [np.arange(len(features))]
     transforms = _per_client(transform, shards)
     x_all, y_all = torch.from_numpy(features), torch.from_numpy(targets)
-    return _train_loop(
+    return train_loop(
         shards, features.shape[1], targets.shape[1], config, seed,
         f"training head ({len(features)} examples, {len(shards)} client{'s' * (len(shards) > 1)})",
         lambda idx, client, generator: transforms[client](x_all[idx], y_all[idx], generator),
@@ -225,7 +225,7 @@ def finetune(
         return x.to(encoder.device), y.to(encoder.device)
 
     encoder.model.train()
-    head = _train_loop(
+    head = train_loop(
         shards, encoder.dim, targets.shape[1], config, seed, f"fine-tuning ({len(texts)} examples)",
         batch, torch.optim.AdamW, encoder.model.parameters(), encoder.device,
     )

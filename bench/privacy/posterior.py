@@ -19,8 +19,6 @@ Both are computed per distinct released token, in chunks: never a |V|×|V| matri
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from bench.core.errors import BenchError
@@ -69,7 +67,7 @@ def estimate_keep_and_scatter(
 
 def bayes_guesses(
     released: list[np.ndarray],
-    mechanism: dict[str, Any],
+    mechanism,
     table: np.ndarray,
     regular: np.ndarray,
     corpus_counts: np.ndarray,
@@ -82,7 +80,10 @@ def bayes_guesses(
     lengths = [len(x) for x in released]
     flat = np.concatenate(released) if released else np.zeros(0, dtype=np.int64)
     outputs, inverse = np.unique(flat, return_inverse=True)
-    inputs, channel = _channel(mechanism, outputs, table, regular, corpus_counts, rng, trials, support)
+    found = mechanism.bayes_channel(outputs, table, regular, corpus_counts, rng, trials, support)
+    if found is None:
+        raise BenchError(f"no Bayesian channel for the public mechanism '{mechanism.name}'.")
+    inputs, channel = found
     best_score = np.full(len(outputs), -np.inf)
     best = outputs.copy()  # an output no candidate explains is guessed as itself
     for start in range(0, len(inputs), chunk):
@@ -96,30 +97,31 @@ def bayes_guesses(
     return np.split(guessed, np.cumsum(lengths)[:-1]) if lengths else []
 
 
-def _channel(mechanism, outputs, table, regular, corpus_counts, rng, trials, support):
-    """Candidate inputs and a function from a chunk of them to log Pr[outputs | input]."""
+def exponential_channel(eps, p, w, outputs, table, regular, corpus_counts):
+    """SanText+'s exact channel: candidate inputs (the corpus' regular tokens) and ``rows -> log Pr``."""
     inputs = regular[corpus_counts[regular] > 0]
-    name = mechanism.get("name")
-    if name == "exponential":
-        sensitive = least_frequent(corpus_counts, regular, mechanism["w"])
+    sensitive = least_frequent(corpus_counts, regular, w)
 
-        def exponential(rows):
-            return exponential_log_channel(rows, outputs, table, sensitive, mechanism["eps"], mechanism["p"])
+    def exponential(rows):
+        return exponential_log_channel(rows, outputs, table, sensitive, eps, p)
 
-        return inputs, exponential
-    if name == "dchi-text":
-        frequent = inputs[np.argsort(-corpus_counts[inputs], kind="stable")[:support]]
-        inputs = np.union1d(frequent, outputs[corpus_counts[outputs] > 0])  # each output may be its own input
+    return inputs, exponential
 
-        def perturb(ids, generator):
-            return dchi_token_text(ids, table, regular, mechanism["eta"], generator)
 
-        keep, scatter = estimate_keep_and_scatter(inputs, perturb, trials, len(table), rng)
-        keep_of = dict(zip(inputs.tolist(), keep))
+def nearest_token_channel(eta, outputs, table, regular, corpus_counts, rng, trials, support):
+    """d_chi text-to-text's keep-or-scatter channel, simulated: candidate inputs and ``rows -> log Pr``."""
+    inputs = regular[corpus_counts[regular] > 0]
+    frequent = inputs[np.argsort(-corpus_counts[inputs], kind="stable")[:support]]
+    inputs = np.union1d(frequent, outputs[corpus_counts[outputs] > 0])  # each output may be its own input
 
-        def keep_or_scatter(rows):
-            return keep_or_scatter_log_channel(rows, outputs, np.array([keep_of[int(x)] for x in rows]),
-                                               scatter[outputs])
+    def perturb(ids, generator):
+        return dchi_token_text(ids, table, regular, eta, generator)
 
-        return inputs, keep_or_scatter
-    raise BenchError(f"no Bayesian channel for mechanism '{name}' (known: exponential, dchi-text).")
+    keep, scatter = estimate_keep_and_scatter(inputs, perturb, trials, len(table), rng)
+    keep_of = dict(zip(inputs.tolist(), keep))
+
+    def keep_or_scatter(rows):
+        return keep_or_scatter_log_channel(rows, outputs, np.array([keep_of[int(x)] for x in rows]),
+                                           scatter[outputs])
+
+    return inputs, keep_or_scatter

@@ -14,7 +14,7 @@ from bench.results.record import ResultRecord
 from bench.results.store import CorruptLine, ResultStore
 
 COLUMNS = [
-    "task", "encoder", "defense", "defense_args", "attack", "attack_args", "mode", "n_train", "n_eval",
+    "task", "encoder", "defense", "defense_args", "server_args", "attack", "attack_args", "mode", "n_train", "n_eval",
     "config_hash", "metric", "higher_is_better", "mean", "std", "n",
 ]
 
@@ -22,6 +22,13 @@ COLUMNS = [
 def format_args(args: dict) -> str:
     """``{"m": 256, "k": 4}`` -> ``"m=256,k=4"``."""
     return ",".join(f"{k}={v}" for k, v in args.items())
+
+
+def server_changes(server: dict) -> dict:
+    """The server options that differ from their defaults (all of them are in the spec and its hash)."""
+    from bench.results.migrations import SERVER_DEFAULTS
+
+    return {k: v for k, v in server.items() if SERVER_DEFAULTS.get(k, object()) != v}
 
 
 def leaderboard_frame(records: list[ResultRecord]):
@@ -36,6 +43,7 @@ def leaderboard_frame(records: list[ResultRecord]):
             "encoder": spec["encoder"],
             "defense": spec["defense"],
             "defense_args": format_args(spec.get("defense_args", {})),
+            "server_args": format_args(server_changes(spec.get("server", {}))),
             "attack": spec.get("attack") or "",
             "attack_args": format_args(spec.get("attack_args", {})),
             "mode": spec.get("training", {}).get("mode", ""),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SCHEMA_VERSION = 1
+from bench.results.migrations import SCHEMA_VERSION, migrate
 
 
 class ResultRecord(BaseModel):
@@ -30,6 +30,11 @@ class ResultRecord(BaseModel):
     runtime_s: float
     hardware: dict[str, Any]
     created_at: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        return migrate(data) if isinstance(data, dict) else data
 
     @field_validator("schema_version")
     @classmethod

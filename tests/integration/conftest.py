@@ -25,18 +25,11 @@ def real_data():
 
 def defense_release(defense: str, defense_args: dict, seed: int, n_train: int = 40, n_eval: int = 20) -> list:
     """The evaluation release of one SST-2 cell, as nested lists (for equality checks)."""
-    from bench import DEFENSES
-    from bench.core.components import Cell
-    from bench.core.params import build_component
-    from bench.core.registry import TASKS
-    from bench.engine.runner import make_spec
-    from bench.models.training import TrainingConfig
+    from bench.engine.runner import make_spec, run_defense
 
     spec = make_spec(task="sst2", defense=defense, defense_args=defense_args, n_train=n_train, n_eval=n_eval,
                      training_args="epochs=1", seed=seed)
-    task = build_component(TASKS.get("sst2"), {})
-    cell = Cell(spec, task, task.load(spec.n_train, spec.n_eval, seed), TrainingConfig(**spec.training))
-    output = build_component(DEFENSES.get(defense), spec.defense_args).run(cell)
+    _, output, _, _ = run_defense(spec)
     (release,) = output.releases.values()
     return [x.tolist() for x in release.data]
 

@@ -29,7 +29,7 @@ def cache(tmp_path, monkeypatch):
 def test_adaptation_leaves_the_user_side_table_bit_identical(cache, defense, args, objective):
     from transformers import AutoModelForMaskedLM
 
-    from bench.models.encoders import load_encoder
+    from bench.models.loading import load_encoder
 
     config = AdaptationConfig(objective, steps=2, batch_size=4, corpus_size=400)
     mechanism = build_component(DEFENSES.get(defense), args)

@@ -6,7 +6,7 @@ import torch
 
 from bench import BenchError
 from bench.models.bilstm import BiLSTMEncoder
-from bench.models.encoders import load_encoder
+from bench.models.loading import load_encoder
 from bench.privacy.mechanisms import embedding_table
 from bench.engine.runner import make_spec, run_cell
 
@@ -32,17 +32,17 @@ def test_frozen_mode_is_refused():
 
 
 def test_finetune_trains_the_lstm_not_the_table(monkeypatch):
-    from bench.core.components import Cell
+    from bench.engine.protocols import CellContext
 
     copies = []
-    original = Cell.fresh_encoder
+    original = CellContext.fresh_encoder
 
     def keep(cell):
         encoder = original(cell)
         copies.append((encoder, {n: p.detach().clone() for n, p in encoder.model.named_parameters()}))
         return encoder
 
-    monkeypatch.setattr(Cell, "fresh_encoder", keep)
+    monkeypatch.setattr(CellContext, "fresh_encoder", keep)
     spec = make_spec(task="sst2", encoder="bilstm", mode="finetune", defense="dchi-token", defense_args={"eta": 100},
                      attack="inversion", n_train=32, n_eval=16, training_args="epochs=1,batch_size=8")
     record = run_cell(spec)

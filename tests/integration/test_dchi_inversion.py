@@ -48,17 +48,17 @@ def test_same_spec_same_release_other_seed_other_release(defense):
 def test_finetune_keeps_the_client_side_embedding_table_frozen(monkeypatch):
     import torch
 
-    from bench.core.components import Cell
+    from bench.engine.protocols import CellContext
 
     copies = []
-    original = Cell.fresh_encoder
+    original = CellContext.fresh_encoder
 
     def keep(cell_):
         encoder = original(cell_)
         copies.append((encoder, {n: p.detach().clone() for n, p in encoder.model.named_parameters()}))
         return encoder
 
-    monkeypatch.setattr(Cell, "fresh_encoder", keep)
+    monkeypatch.setattr(CellContext, "fresh_encoder", keep)
     spec = make_spec(task="sst2", defense="dchi-token", defense_args={"eta": 100.0}, attack="inversion",
                      mode="finetune", n_train=32, n_eval=16, training_args="epochs=1,batch_size=8,lr=0.001")
     run_cell(spec)

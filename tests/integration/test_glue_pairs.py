@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.main import app
-from bench.models.encoders import load_encoder
+from bench.models.loading import load_encoder
 from bench.engine.runner import make_spec, run_cell
 from tests.conftest import files_under
 

@@ -35,7 +35,7 @@ def sst2():
 
 
 def test_fresh_head_runs_against_raw_and_sanitized_text_and_the_record_says_it_is_untrained(sst2):
-    from bench.models.encoders import load_encoder
+    from bench.models.loading import load_encoder
     from bench.privacy.mechanisms import client_token_ids
 
     raw, sanitized = attack_cell("none"), attack_cell("santext", "eps=4")
@@ -55,7 +55,7 @@ def test_fresh_head_runs_against_raw_and_sanitized_text_and_the_record_says_it_i
 def test_masked_rows_match_a_direct_forward_pass_for_sentences_and_pairs():
     import torch
 
-    from bench.models.encoders import load_encoder
+    from bench.models.loading import load_encoder
 
     encoder = load_encoder("minilm")
     texts = ["a gripping , funny film .", "the plot is thin but the cast is great"]
@@ -93,7 +93,7 @@ def test_word_space_release_is_guessed_in_words(tmp_path, sst2):
     path = tmp_path / "tiny.8d.txt"
     rng = np.random.default_rng(0)
     path.write_text("".join(f"{w} {' '.join(f'{v:.3f}' for v in rng.standard_normal(8))}\n" for w in words))
-    from bench.models.encoders import load_encoder
+    from bench.models.loading import load_encoder
     from bench.privacy.token_space import WordVectorSpace
 
     released = list(sst2.eval.texts[:4])

@@ -4,12 +4,12 @@ import json
 
 from typer.testing import CliRunner
 
-from bench import DEFENSES, InputDefense
+from bench import DEFENSES, RepresentationDefense, TokenDefense
 from bench.cli.main import app
 
 
 def test_perf_times_every_token_mechanism_on_the_fixed_batch(tmp_path, monkeypatch):
-    from bench.models.encoders import load_encoder
+    from bench.models.loading import load_encoder
     from bench.privacy.mechanisms import client_token_ids, regular_token_ids
     from bench.analysis.perf import fixed_batch
 
@@ -25,7 +25,8 @@ def test_perf_times_every_token_mechanism_on_the_fixed_batch(tmp_path, monkeypat
     assert (settings["sentences"], settings["tokens"]) == (20, tokens)
     assert settings["vocabulary"] == len(regular_token_ids(encoder.tokenizer.get_vocab()))
     rows = {m["defense"]: m for m in data["mechanisms"]}
-    token_level = {n for n in DEFENSES.names() if issubclass(DEFENSES.get(n), InputDefense)}
+    token_level = {n for n in DEFENSES.names() if issubclass(DEFENSES.get(n), TokenDefense)
+                   and not issubclass(DEFENSES.get(n), RepresentationDefense)}
     assert token_level <= set(rows) and "dchi-sequence" in rows
     for name in token_level:
         assert rows[name]["items"] == tokens and rows[name]["ratio"] > 0, rows[name]

@@ -49,18 +49,18 @@ def test_finetune_mode_trains_the_encoder_through_texthide(monkeypatch, tmp_path
     """The encoder's weights change, and fine-tuned features never enter the shared cache."""
     import torch
 
-    from bench.core.components import Cell
+    from bench.engine.protocols import CellContext
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     copies = []
-    original = Cell.fresh_encoder
+    original = CellContext.fresh_encoder
 
     def keep(cell):
         encoder = original(cell)
         copies.append((encoder, [p.detach().clone() for p in encoder.model.parameters()]))
         return encoder
 
-    monkeypatch.setattr(Cell, "fresh_encoder", keep)
+    monkeypatch.setattr(CellContext, "fresh_encoder", keep)
     spec = make_spec(defense="texthide", attack="rss", mode="finetune", n_train=32, n_eval=16,
                      training_args="epochs=1,batch_size=8,lr=0.001")
     record = run_cell(spec)

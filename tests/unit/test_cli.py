@@ -42,9 +42,10 @@ def model_only_plugin(tmp_path):
     path = tmp_path / "model_only.py"
     path.write_text(
         "from dataclasses import dataclass\n"
-        "from bench import Attack, ReleaseKind, register_attack\n"
+        "from bench import Attack, Metric, ReleaseKind, register_attack\n"
         "@register_attack()\n@dataclass\nclass ModelOnly(Attack):\n"
         "    accepts = (ReleaseKind.MODEL,)\n"
+        "    metrics = (Metric('names', True, 'names extracted'),)\n"
     )
     return path
 
@@ -56,11 +57,17 @@ def model_only_plugin(tmp_path):
         ("bad value", ["--defense", "texthide", "--defense-args", "m=-1", "--attack", "rss"], "must be >= 0"),
         ("unknown attack", ["--defense", "none", "--attack", "rs"], "Did you mean 'rss'"),
         ("bad mode", ["--defense", "none", "--mode", "gpu"], "mode must be"),
-        ("bad objective", ["--defense", "dchi-token", "--defense-args", "adapt=mlm"], "adapt must be"),
-        ("bad adaptation rate", ["--defense", "santext", "--defense-args", "adapt=prob,adapt_lr=0"],
+        ("bad objective", ["--defense", "dchi-token", "--server-args", "adapt=mlm"], "adapt must be"),
+        ("bad adaptation rate", ["--defense", "santext", "--server-args", "adapt=prob,adapt_lr=0"],
          "adapt_lr must be > 0"),
-        ("bad corpus", ["--defense", "dchi-text", "--defense-args", "adapt=vanilla,adapt_corpus=wiki text"],
+        ("bad corpus", ["--defense", "dchi-text", "--server-args", "adapt=vanilla,adapt_corpus=wiki text"],
          "unknown public corpus 'wiki text'"),
+        ("budget without objective", ["--defense", "dchi-text", "--server-args", "adapt_steps=5"],
+         "need adapt=vanilla, prob or denoising"),
+        ("adaptation of representations", ["--defense", "texthide", "--server-args", "adapt=prob"],
+         "needs a text or token-vector release"),
+        ("old adaptation place", ["--defense", "dchi-token", "--defense-args", "adapt=prob"],
+         "has no parameter 'adapt'"),
     ],
 )
 def test_bad_input_exits_2_with_one_sentence(tiny_data, results, case, args, message):

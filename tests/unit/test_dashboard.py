@@ -177,8 +177,9 @@ def board_with_adaptation(root: Path) -> None:
         for eta in (60.0, 120.0, 1000.0):
             for adapt, lr, shift in (("", "", 0.0), ("denoising", "", 0.1), ("vanilla", "", -0.02),
                                      ("denoising", "0.0002", 0.05)):
-                args = {"eta": eta, **({"adapt": adapt} if adapt else {}), **({"adapt_lr": lr} if lr else {})}
-                spec = {**make_record().spec, "defense": "dchi-token", "defense_args": args, "attack": "inversion"}
+                server = {**({"adapt": adapt} if adapt else {}), **({"adapt_lr": lr} if lr else {})}
+                spec = {**make_record().spec, "defense": "dchi-token", "defense_args": {"eta": eta},
+                        "server": server, "attack": "inversion"}
                 store.append(make_record(seed, defense="dchi-token", config_hash=f"eta{eta}{adapt}{lr}", spec=spec,
                                          metrics={"utility/accuracy": 0.5 + eta / 4000 + shift + seed / 100,
                                                   "privacy/inversion/token_accuracy": min(1.0, eta / 200)}))

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from bench.core.metrics import METRICS, jaccard_words, metric_info, tfidf_cosine
+from bench import BenchError, Metric
+from bench.core.metrics import check_declared, check_values
+from bench.core.scores import jaccard_words, tfidf_cosine
 from bench.privacy.neighbours import cosine_search
 
 
@@ -27,7 +29,15 @@ def test_cosine_search_matches_brute_force():
     assert np.array_equal(found[:, 0], expected)
 
 
-def test_metric_directions_are_looked_up_by_name():
-    assert metric_info("privacy/rss/identity") is METRICS["identity"]
-    with pytest.raises(KeyError, match="not declared"):
-        metric_info("utility/bleu")
+def test_metric_declarations_are_checked():
+    good = (Metric("identity", True, "exact match"), Metric("mse", False, "error", 0.0, float("inf")))
+    assert check_declared("attack 'x'", good) == good
+    for bad in ((), ("identity",), (Metric("Bad Name", True, "x"),), (good[0], good[0]),
+                (Metric("span", True, "x", 1.0, 0.0),)):
+        with pytest.raises(BenchError):
+            check_declared("attack 'x'", bad)
+
+
+def test_an_undeclared_computed_metric_is_named():
+    with pytest.raises(BenchError, match="bleu"):
+        check_values("attack 'x'", (Metric("identity", True, "exact match"),), {"identity": 1.0, "bleu": 0.2})

@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from bench import DEFENSES, InputDefense
+from bench import DEFENSES, RepresentationDefense, TokenDefense
 from bench.cli.main import app
 from bench.analysis.perf import (
     TARGET_RATIO,
@@ -107,7 +107,8 @@ def test_table_flags_only_the_mechanism_beyond_the_target():
 
 def test_every_input_defense_is_discovered_and_none_is_left_out():
     found = mechanism_classes()
-    token_level = {n for n in DEFENSES.names() if issubclass(DEFENSES.get(n), InputDefense)}
+    token_level = {n for n in DEFENSES.names() if issubclass(DEFENSES.get(n), TokenDefense)
+                   and not issubclass(DEFENSES.get(n), RepresentationDefense)}
     assert {"dchi-text", "dchi-token"} <= token_level <= set(found)
     assert "dchi-sequence" in found and "none" not in found
 

@@ -5,6 +5,7 @@ import pytest
 
 from bench import BenchError
 from bench.privacy.mechanisms import santext_tokens
+from bench.privacy.public import ExponentialMechanism, IdentityTokens
 from bench.privacy.posterior import (
     bayes_guesses,
     exponential_log_channel,
@@ -46,7 +47,7 @@ def test_keep_or_scatter_channel_is_a_distribution():
 def test_uninformative_channel_guesses_the_most_frequent_token():
     counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
     regular = np.arange(1, 12)
-    mechanism = {"name": "exponential", "eps": 1e-6, "p": 1.0, "w": 1.0}  # output independent of input
+    mechanism = ExponentialMechanism(eps=1e-6, p=1.0, w=1.0)  # output independent of input
     guesses = bayes_guesses([np.array([2, 3, 9])], mechanism, table(), regular, counts, np.random.default_rng(0))
     assert guesses[0].tolist() == [1, 1, 1]
 
@@ -54,7 +55,7 @@ def test_uninformative_channel_guesses_the_most_frequent_token():
 def test_faithful_channel_guesses_the_released_token():
     counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
     regular = np.arange(1, 12)
-    mechanism = {"name": "exponential", "eps": 1e4, "p": 1.0, "w": 1.0}  # every token stays itself
+    mechanism = ExponentialMechanism(eps=1e4, p=1.0, w=1.0)  # every token stays itself
     released = [np.array([2, 3]), np.array([9])]
     guesses = bayes_guesses(released, mechanism, table(), regular, counts, np.random.default_rng(0))
     assert [g.tolist() for g in guesses] == [[2, 3], [9]]
@@ -62,4 +63,4 @@ def test_faithful_channel_guesses_the_released_token():
 
 def test_unknown_mechanism_is_refused():
     with pytest.raises(BenchError, match="no Bayesian channel"):
-        bayes_guesses([np.array([1])], {"name": "ndd"}, table(), np.arange(12), np.ones(12), np.random.default_rng(0))
+        bayes_guesses([np.array([1])], IdentityTokens(), table(), np.arange(12), np.ones(12), np.random.default_rng(0))

@@ -3,12 +3,10 @@
 import numpy as np
 import pytest
 
-from bench import DEFENSES, ReleaseKind
-from bench.core.components import Cell
+from bench import ReleaseKind
 from bench.core.params import build_component
 from bench.core.registry import TASKS
-from bench.engine.runner import make_spec, run_cell
-from bench.models.training import TrainingConfig
+from bench.engine.runner import make_spec, run_cell, run_defense
 
 FAST = "epochs=3"
 
@@ -38,10 +36,8 @@ def test_utility_is_learned_on_the_evaluation_split(tiny_data):
 
 def release_of(seed):
     spec = make_spec(defense="texthide", defense_args="m=16,k=4", encoder="mock", training_args="epochs=1", seed=seed)
-    task = build_component(TASKS.get(spec.task), {})
-    cell = Cell(spec, task, task.load(spec.n_train, spec.n_eval, spec.seed), TrainingConfig(**spec.training))
-    defense = build_component(DEFENSES.get("texthide"), spec.defense_args)
-    return defense.run(cell).releases[ReleaseKind.SENTENCE_EMBEDDINGS].data
+    _, output, _, _ = run_defense(spec)
+    return output.releases[ReleaseKind.SENTENCE_EMBEDDINGS].data
 
 
 def test_same_spec_same_release_other_seed_other_release(tiny_data):

@@ -32,9 +32,10 @@ def test_incompatible_pair_names_both_kinds(tiny_data, tmp_path):
     plugin = tmp_path / "text_only.py"
     plugin.write_text(
         "from dataclasses import dataclass\n"
-        "from bench import Attack, ReleaseKind, register_attack\n"
+        "from bench import Attack, Metric, ReleaseKind, register_attack\n"
         "@register_attack()\n@dataclass\nclass TextOnly(Attack):\n"
         "    accepts = (ReleaseKind.TEXT,)\n"
+        "    metrics = (Metric('hits', True, 'tokens recovered'),)\n"
     )
     load_plugin(plugin)
     with pytest.raises(BenchError, match="releases sentence_embeddings, gradients.*accepts text"):

@@ -38,7 +38,7 @@ def test_round_trip(tmp_path):
     assert path == tmp_path / "records" / "texthide.jsonl"
     records, problems = store.read()
     assert [r.seed for r in records] == [0, 1] and problems == []
-    assert records[0].schema_version == 1
+    assert records[0].schema_version == 2  # records load in the current schema
 
 
 def test_corrupt_line_is_reported_and_cannot_swallow_the_next_record(tmp_path):
@@ -91,3 +91,26 @@ def test_concurrent_appends_keep_every_line_whole(tmp_path):
         worker.join()
     records, problems = ResultStore(tmp_path).read()
     assert problems == [] and len(records) == 100
+
+
+def test_schema_1_adaptation_records_migrate_to_server_options():
+    """An adapted dchi-token record of schema 1 loads with adapt in spec.server and the hash a new run gets."""
+    from bench.engine.runner import make_spec
+    from bench.results.record import ResultRecord
+
+    old_spec = make_spec(defense="dchi-token", defense_args={"eta": 60}, attack="inversion").to_dict()
+    old_spec.pop("server")
+    old_spec["defense_args"] = {"eta": 60.0, "adapt": "denoising"}
+    plain_spec = make_spec(defense="dchi-token", defense_args={"eta": 60}, attack="inversion").to_dict()
+    plain_spec.pop("server")
+    common = dict(schema_version=1, run_id="r", seed=0, versions={}, data_hash="d", data_source="s", sizes={},
+                  metrics={"utility/accuracy": 0.5}, higher_is_better={"utility/accuracy": True}, runtime_s=1.0,
+                  hardware={}, created_at="t")
+    adapted = ResultRecord(**common, config_hash="old", spec=old_spec)
+    plain = ResultRecord(**common, config_hash="kept", spec=plain_spec)
+    expected = make_spec(defense="dchi-token", defense_args={"eta": 60}, attack="inversion",
+                         server_args={"adapt": "denoising"})
+    assert adapted.schema_version == 2 and adapted.spec["defense_args"] == {"eta": 60.0}
+    assert adapted.spec["server"]["adapt"] == "denoising" and adapted.config_hash == expected.config_hash()
+    assert plain.config_hash == "kept" and plain.spec["server"] == {}  # unadapted cells keep their hash
+    assert adapted.metrics == {"utility/accuracy": 0.5}

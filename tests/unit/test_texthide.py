@@ -5,6 +5,7 @@ import torch
 
 from bench import DEFENSES
 from bench.core.params import build_component
+from bench.engine.protocols import release_like_training
 
 
 def make(m, k, dim=16, seed=0):
@@ -75,7 +76,7 @@ def test_masking_before_setup_fails_closed():
 def test_attacked_release_has_no_batch_of_one():
     defense = make(0, 4)
     reps, targets = torch.eye(65), one_hot([0] * 65)  # 65 = one batch of 64 and a remainder of 1
-    released, _ = defense.release_like_training(reps, targets, 64, torch.Generator().manual_seed(0))
+    released, _ = release_like_training(defense, reps, targets, 64, torch.Generator().manual_seed(0))
     assert not any(torch.equal(row, reps[i]) for i, row in enumerate(released))
 
 

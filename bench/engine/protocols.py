@@ -1,0 +1,321 @@
+"""The protocol of one cell: client → server → evaluation → release, owned by the engine.
+
+Two client protocols, chosen per cell by ``choose_protocol``:
+
+- ``tokens``: the client splits its text in a public token space and runs the defense's token
+  mechanism on both splits; the server encodes the released ids or vectors with its own encoder
+  (privacy-adaptive pretraining first, when the server options ask for it), trains and predicts.
+- ``representations``: the client encodes its text with the public encoder and hides each batch
+  with the defense's transform (TextHide's mixing and masking, d_chi noise); the server trains on the
+  hidden batches it receives and predicts hidden evaluation representations.
+
+The server (the task family's, ``bench.models.servers``) only ever receives releases; the truth stays
+here and in the runner.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.core.components import RepresentationDefense, TokenDefense
+from bench.core.errors import BenchError
+from bench.core.releases import GradientRelease, Release, ReleaseKind
+from bench.core.spec import RunSpec
+from bench.data.examples import TaskData, flatten_segments
+
+GRADIENT_UPDATES = 64  # single-example updates a gradients release holds (the attack's N is at most this)
+
+
+@dataclass
+class CellContext:
+    """What the engine holds for one cell: the spec, the task, its data, the training settings, the options."""
+
+    spec: RunSpec
+    task: Any
+    data: TaskData
+    training: Any  # bench.models.training.TrainingConfig
+    options: Any  # bench.engine.server_options.ServerOptions
+
+    @functools.cached_property
+    def encoder(self):
+        """The public encoder, shared and frozen (its features cached on disk)."""
+        from bench.models.loading import load_encoder
+
+        return load_encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length)
+
+    def fresh_encoder(self):
+        """A private copy of the encoder for modes that change its weights; it bypasses the feature cache."""
+        from bench.models.loading import fresh_encoder
+
+        return fresh_encoder(self.spec.encoder, self.spec.device, self.spec.pooling, self.spec.max_length,
+                             self.spec.seed)
+
+
+@dataclass
+class CellOutput:
+    """Utility of the server's model on privatized evaluation data, and the releases attacks see."""
+
+    utility: dict[str, float]
+    releases: dict[ReleaseKind, Release]
+    notes: dict[str, Any] = field(default_factory=dict)
+    encoder: Any = None  # the public encoder an adversary holds for this release
+    deferred: dict[ReleaseKind, Any] = field(default_factory=dict)  # kind -> () -> Release, built only if attacked
+
+    def release(self, kind: ReleaseKind) -> Release:
+        """The release of ``kind``, building a deferred one on first use."""
+        if kind not in self.releases:
+            self.releases[kind] = self.deferred.pop(kind)()
+        return self.releases[kind]
+
+
+def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted: ReleaseKind | None) -> str:
+    """The client protocol of a cell: the one that yields the attacked release kind, else the server's first."""
+    offered = [p for p in server_protocols
+               if (p == "tokens" and issubclass(defense_cls, TokenDefense))
+               or (p == "representations" and issubclass(defense_cls, RepresentationDefense))]
+    if not offered:
+        raise BenchError(f"defense '{defense_cls.registry_name}' has no client part this task's server can train "
+                         f"from (it takes {', '.join(server_protocols)}).")
+    if wanted is not None:
+        for protocol in offered:
+            if wanted in PROTOCOL_KINDS[protocol]:
+                return protocol
+    return offered[0]
+
+
+PROTOCOL_KINDS = {
+    "tokens": (ReleaseKind.TEXT, ReleaseKind.TOKEN_EMBEDDINGS),
+    "representations": (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS),
+}
+
+
+def run_protocol(protocol: str, defense, context: CellContext, server) -> CellOutput:
+    """Run the client protocol ``protocol`` for ``defense`` with the task's ``server``."""
+    if protocol == "tokens":
+        return run_tokens(defense, context, server)
+    return run_representations(defense, context, server)
+
+
+# -- tokens ----------------------------------------------------------------------------------------
+
+
+def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutput:
+    """The client privatizes both splits token by token; the server encodes what it receives."""
+    from bench.core.seeding import numpy_generator
+
+    seed, spec = context.spec.seed, context.spec
+    server.encoder = context.encoder if context.training.mode == "frozen" else context.fresh_encoder()
+    notes: dict[str, Any] = {}
+    if context.options.adapt:
+        server.encoder, notes = _adapted_encoder(defense, context)
+    if getattr(server.encoder, "tokenizer", None) is None:
+        raise BenchError(f"{spec.defense} perturbs tokens and needs a real encoder (minilm or a hub id), "
+                         f"not '{server.encoder.name}'.")
+    space_ref = defense.token_space()
+    space = space_ref.build(server.encoder)
+    train_segments, regroup_train = flatten_segments(context.data.train.texts)  # a pair's sentences separately
+    eval_segments, regroup_eval = flatten_segments(context.data.eval.texts)
+    train_ids = space.client_ids(train_segments, numpy_generator(seed, "client-train-oov"))
+    eval_ids = space.client_ids(eval_segments, numpy_generator(seed, "client-eval-oov"))
+    mechanism = public_token_mechanism(defense)
+    mechanism.fit(train_ids + eval_ids, space)
+    train_release = regroup_train(space.render(mechanism.privatize(train_ids, space, numpy_generator(seed,
+                                                                                                    "client-train"))))
+    eval_release = regroup_eval(space.render(mechanism.privatize(eval_ids, space, numpy_generator(seed,
+                                                                                                 "client-eval"))))
+    server.fit_tokens(train_release, context.data.train.labels)
+    predictions = server.predict_tokens(eval_release)
+    kind = mechanism.release_kind
+    release = Release(kind, eval_release, owners=np.arange(len(eval_release)),
+                      mechanism=public_token_mechanism(defense), space=space_ref)
+    notes.update({"released_tokens": int(sum(len(x) for x in eval_ids)), "token_space": space.format,
+                  "public_mechanism": mechanism.describe(), **mechanism.facts(),
+                  **defense.describe(server.encoder.dim)})
+    return CellOutput(context.task.score(predictions, context.data.eval.labels), {kind: release}, notes,
+                      server.encoder)
+
+
+def public_token_mechanism(defense: TokenDefense):
+    """A fresh token mechanism of ``defense``, stamped with its origin (the defense's name and arguments)."""
+    from bench.core.params import component_args
+
+    mechanism = defense.token_mechanism()
+    mechanism.origin = {"defense": type(defense).registry_name, **component_args(defense)}
+    return mechanism
+
+
+def _adapted_encoder(defense: TokenDefense, context: CellContext):
+    """The server's encoder after privacy-adaptive pretraining (cached), and what the record says of it.
+
+    One checkpoint serves every run seed (adaptation seed 0), as the paper pretrains once.
+    """
+    from bench.models.adaptation import adapt_encoder
+    from bench.models.encoders import Encoder, quiet_loading
+
+    spec = context.spec
+    if defense.token_space().format != "wordpiece":
+        raise BenchError("privacy-adaptive pretraining works in the encoder's WordPiece space; drop vectors= "
+                         "or the server's adapt=.")
+    path = adapt_encoder(public_token_mechanism(defense), spec.encoder, context.options.adaptation(), spec.device, spec.task)
+    info = json.loads((path / "adaptation.json").read_text(encoding="utf-8"))
+    with quiet_loading():
+        encoder = Encoder(str(path), spec.device, spec.pooling, spec.max_length,
+                          cache=context.training.mode == "frozen")
+    pooler, original = (getattr(getattr(e, "model", None), "pooler", None) for e in (encoder, context.encoder))
+    if pooler is not None and original is not None:
+        pooler.load_state_dict(original.state_dict())  # MLM pretraining never touches (nor saves) it
+    encoder.revision = f"adapted-{info['key']}"
+    notes = {f"adaptation_{k}": info[k] for k in ("objective", "corpus", "head", "mlm_top1_before",
+                                                   "mlm_top1_after", "sequences_per_s", "privatize_share")
+             if k in info}
+    notes["adaptation_objective"] = context.options.adapt
+    return encoder, notes
+
+
+# -- sentence representations -------------------------------------------------------------------------
+
+
+@dataclass
+class ClientSide:
+    """What a representation defense's ``prepare`` may use: the cell's public facts and the client's encoder."""
+
+    task: str
+    n_train: int
+    seed: int
+    mode: str
+    encoder: Any
+
+    def public_texts(self, task: str) -> list:
+        """Training texts of another (public) task, as many as the cell's training split."""
+        from bench.core.registry import TASKS
+
+        return list(TASKS.get(task)().load(self.n_train, 2, self.seed).train.texts)
+
+    def sampler(self, texts: list):
+        """``(count, generator) -> representations`` of random members of ``texts``, encoded as the client
+        encodes its own (cached features when frozen; through the encoder being trained when fine-tuning)."""
+        import torch
+
+        encoder = self.encoder
+        if self.mode == "frozen":
+            reps = torch.from_numpy(encoder.encode(texts))
+            return lambda count, g: reps[torch.randint(len(texts), (count,), generator=g)]
+        return lambda count, g: encoder.pooled(
+            [texts[i] for i in torch.randint(len(texts), (count,), generator=g).tolist()]).cpu()
+
+
+def run_representations(defense: RepresentationDefense, context: CellContext, server) -> CellOutput:
+    """The client encodes and hides; the server trains on hidden batches and predicts hidden evaluation data."""
+    import torch
+
+    from bench.models.generators import torch_generator
+    from bench.models.servers import HiddenBatches
+    from bench.models.training import client_shards, targets_for
+
+    spec, config = context.spec, context.training
+    seed = spec.seed
+    train, evaluation = context.data.train, context.data.eval
+    num_labels = context.task.num_labels
+    y_train, y_eval = targets_for(train.labels, num_labels), targets_for(evaluation.labels, num_labels)
+    clients = defense.client_count()
+    shards = client_shards(len(train), clients, seed)
+    transforms = [defense.client_transform(c) for c in range(clients)]
+    encoder = context.encoder if config.mode == "frozen" else context.fresh_encoder()
+    defense.setup(encoder.dim, torch_generator(seed, "client-secrets"))
+    defense.prepare(ClientSide(spec.task, spec.n_train, seed, config.mode, encoder))
+    y_all = torch.from_numpy(y_train)
+    if config.mode == "frozen":
+        x_train = encoder.encode(train.texts)
+        x_all = torch.from_numpy(x_train)
+        server.fit_hidden(HiddenBatches(
+            len(train), x_train.shape[1], y_train.shape[1], shards,
+            lambda idx, client, generator: transforms[client](x_all[idx], y_all[idx], generator)))
+    else:
+        texts = train.texts
+
+        def batch(idx, client, generator):
+            reps = encoder.pooled([texts[i] for i in idx.tolist()])
+            x, y = transforms[client](reps.cpu(), y_all[idx], generator)
+            return x.to(encoder.device), y.to(encoder.device)
+
+        encoder.model.train()
+        server.fit_hidden(HiddenBatches(len(train), encoder.dim, y_train.shape[1], shards, batch,
+                                        list(encoder.model.parameters()), encoder.device, finetuning=True))
+        encoder.model.eval()
+        x_train = encoder.encode(train.texts)  # by the fine-tuned encoder
+    x_eval = torch.from_numpy(encoder.encode(evaluation.texts))
+    sent = defense.hide_inference(x_eval, torch_generator(seed, "client-inference"))
+    utility = context.task.score(server.predict_hidden(sent), evaluation.labels)
+    mechanism = defense.representation_mechanism()
+    observed, _ = release_like_training(defense, x_eval, torch.from_numpy(y_eval), config.batch_size,
+                                        torch_generator(seed, "client-release"))
+    known, _ = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
+                                     torch_generator(seed, "client-release-train"))
+    corpus_row = {text: i for i, text in enumerate(context.data.corpus()[0])}
+    release = Release(ReleaseKind.SENTENCE_EMBEDDINGS, observed.numpy(), owners=np.arange(len(evaluation)),
+                      mechanism=mechanism, known_pairs=(known.numpy(), np.array([corpus_row[t] for t in train.texts])))
+    notes = {
+        "attacked_release": "evaluation sentences hidden as training batches of "
+        f"{config.batch_size} (what an eavesdropper on training traffic sees); known pairs: the "
+        "training split hidden the same way, with its plaintext (for learning attacks)",
+        **({"clients": clients} if clients > 1 else {}),
+        "public_mechanism": mechanism.describe(),
+        **defense.describe(encoder.dim),
+    }
+
+    def gradients() -> Release:
+        return gradient_release(defense, mechanism, x_eval, torch.from_numpy(y_eval), config, seed)
+
+    return CellOutput(utility, {ReleaseKind.SENTENCE_EMBEDDINGS: release}, notes, encoder,
+                      deferred={ReleaseKind.GRADIENTS: gradients})
+
+
+def release_like_training(defense: RepresentationDefense, reps, targets, batch_size: int, generator):
+    """Hide ``reps`` exactly as training batches are hidden; row i still belongs to example i.
+
+    This is what an eavesdropper on training traffic observes for these sentences. Returns the
+    hidden rows and their (mixed) targets.
+    """
+    import torch
+
+    order = torch.randperm(len(reps), generator=generator)
+    bounds = list(range(0, len(order), batch_size)) + [len(order)]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
+        del bounds[-2]  # a batch of one could only mix with itself: fold it into the previous one
+    out, out_targets = torch.empty_like(reps), torch.empty_like(targets)
+    for start, stop in zip(bounds, bounds[1:]):
+        idx = order[start:stop]
+        out[idx], out_targets[idx] = defense.hide_batch(reps[idx], targets[idx], generator)
+    return out, out_targets
+
+
+def gradient_release(defense: RepresentationDefense, mechanism, reps, targets, config, seed: int) -> Release:
+    """Single-example client updates on the server's freshly initialised head (DLG's setting).
+
+    The first ``GRADIENT_UPDATES`` evaluation examples are hidden as training batches are (mixing
+    partners from their batch), and each one's hidden representation and target make one update:
+    the gradient of the head's loss, as a federated client with batch size 1 would send it in the
+    first round. Only the head's gradients are released: they are the part of the update that
+    sees the hidden representation directly.
+    """
+    import torch
+
+    from bench.models.generators import torch_generator
+    from bench.models.training import initial_head, loss_fn
+
+    hidden, mixed = release_like_training(defense, reps, targets, config.batch_size,
+                                          torch_generator(seed, "client-updates"))
+    count = min(len(reps), GRADIENT_UPDATES)
+    model = initial_head(reps.shape[1], targets.shape[1], config, seed).eval()
+    regression = targets.shape[1] == 1
+    updates = []
+    for i in range(count):
+        loss = loss_fn(model(hidden[i : i + 1]), mixed[i : i + 1], regression)
+        updates.append([g.detach().numpy().copy() for g in torch.autograd.grad(loss, list(model.parameters()))])
+    data = GradientRelease(model, updates, mixed[:count, None, :].numpy(), regression, batch_size=1)
+    return Release(ReleaseKind.GRADIENTS, data, owners=np.arange(count), mechanism=mechanism)

@@ -1,0 +1,84 @@
+"""Provenance of a record: package versions, the git sha of the code, the hardware it ran on."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench.core.spec import RunSpec
+
+
+@functools.lru_cache(maxsize=1)  # the code a process runs is the code it started with
+def git_sha() -> str:
+    """The commit the process runs (with -dirty when code changed since), read once per process."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        changed = subprocess.run(  # code edited since the commit (results/ does not count)
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
+            cwd=root, capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        return f"{sha}-dirty" if changed else sha
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions(spec: RunSpec, encoder) -> dict[str, str]:
+    from bench.engine.runner import component_versions
+
+    """Package, code and component versions for a record."""
+    import torch
+    import transformers
+
+    import bench
+
+    task_version, defense_version, attack_version = component_versions(spec).split(" ")
+    versions = {
+        "bench": bench.__version__,
+        "git_sha": git_sha(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "task": task_version,
+        "defense": defense_version,
+        "encoder": f"{spec.encoder}@{encoder.revision}",
+    }
+    if attack_version:
+        versions["attack"] = attack_version
+    return versions
+
+
+def hardware(device: str) -> dict[str, Any]:
+    """The device, CPU and thread count a record was measured on."""
+    import torch
+
+    info: dict[str, Any] = {
+        "device": device,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        # the CPU model and the kernels torch picked for it: features (and so trained heads) differ in the
+        # last bits between CPUs, which 120 epochs can amplify to a visible utility difference
+        "cpu_model": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

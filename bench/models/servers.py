@@ -1,0 +1,115 @@
+"""Servers: the service provider's model of each task family, trained on releases only.
+
+A server never receives raw text: the engine hands it released token ids or vectors (which it
+encodes with its own, public encoder) or released sentence representations, batch by batch, as
+the client sends them. ``SentenceServer`` covers sentence(-pair) classification and regression
+(frozen features + MLP head, fine-tuning, the BiLSTM); other families (a token tagger, a span parser,
+an extractive reader, an MLM, a prediction API) implement the same small interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from bench.core.errors import BenchError
+
+
+@dataclass
+class HiddenBatches:
+    """What a client sends while the server trains: one released batch per (indices, client) request.
+
+    ``batch(idx, client, generator) -> (x, y)`` runs on the client (it encodes and hides its own
+    examples); the server only sees its result. ``trainable`` are parameters the server may train
+    with its head (the shared encoder when fine-tuning through the defense, as TextHide does).
+    """
+
+    size: int
+    dim: int
+    num_outputs: int
+    shards: list[np.ndarray]
+    batch: Callable[..., tuple]
+    trainable: Sequence[Any] = ()
+    device: str = "cpu"
+    finetuning: bool = False
+
+
+class Server:
+    """The interface every task family's server implements."""
+
+    # client protocols it can train from, in order of preference: "representations" (hidden sentence
+    # representations sent batch by batch) and "tokens" (released token ids or vectors it encodes itself)
+    protocols: ClassVar[tuple[str, ...]] = ()
+
+    def fit_tokens(self, released: list, labels: Any) -> None:
+        """Train on released token ids / vectors (one item per example; pairs as tuples)."""
+        raise BenchError(f"{type(self).__name__} does not train on token releases.")
+
+    def predict_tokens(self, released: list) -> Any:
+        """Predictions for released evaluation items."""
+        raise BenchError(f"{type(self).__name__} does not predict token releases.")
+
+    def fit_hidden(self, batches: HiddenBatches) -> None:
+        """Train on hidden representations the client sends batch by batch."""
+        raise BenchError(f"{type(self).__name__} does not train on sentence representations.")
+
+    def predict_hidden(self, representations) -> Any:
+        """Predictions for hidden evaluation representations."""
+        raise BenchError(f"{type(self).__name__} does not predict sentence representations.")
+
+
+@dataclass
+class SentenceServer(Server):
+    """Sentence(-pair) classifier or regressor: the server's encoder (frozen and cached, fine-tuned, or the
+    BiLSTM) and an MLP head (``bench.models.training``)."""
+
+    protocols: ClassVar[tuple[str, ...]] = ("representations", "tokens")
+
+    num_labels: int
+    config: Any  # bench.models.training.TrainingConfig
+    seed: int
+    encoder: Any = None  # the server's encoder for token releases (set by the engine)
+    head: Any = field(default=None, init=False)
+
+    def fit_tokens(self, released, labels):
+        """Encode the released ids / vectors with the server's encoder and train the head (or fine-tune)."""
+        from bench.models.training import finetune, targets_for, train_head
+
+        targets = targets_for(labels, self.num_labels)
+        unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the release is already private)
+        if self.config.mode == "frozen":
+            self.head = train_head(self.encoder.encode(released), targets, unchanged, self.config, self.seed)
+        else:
+            self.encoder.model.get_input_embeddings().weight.requires_grad_(False)  # the client's side
+            self.head = finetune(self.encoder, released, targets, unchanged, self.config, self.seed)
+
+    def predict_tokens(self, released):
+        """Class ids (or regression values) for released evaluation items."""
+        from bench.models.training import predict
+
+        return predict(self.head, self.encoder.encode(released), self.num_labels)
+
+    def fit_hidden(self, batches: HiddenBatches):
+        """Train the head (and, fine-tuning, the shared encoder) on the client's hidden batches."""
+        import torch
+
+        from bench.models.training import train_loop
+
+        clients = len(batches.shards)
+        if batches.finetuning:
+            description = f"fine-tuning ({batches.size} examples)"
+            optimizer = torch.optim.AdamW
+        else:
+            description = f"training head ({batches.size} examples, {clients} client{'s' * (clients > 1)})"
+            optimizer = torch.optim.Adam
+        head = train_loop(batches.shards, batches.dim, batches.num_outputs, self.config, self.seed, description,
+                          batches.batch, optimizer, batches.trainable, batches.device)
+        self.head = head.cpu() if batches.finetuning else head
+
+    def predict_hidden(self, representations):
+        """Class ids (or regression values) for hidden evaluation representations."""
+        from bench.models.training import predict
+
+        return predict(self.head, representations, self.num_labels)
