@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bench import DEFENSES
+from bench.engine.protocols import public_token_mechanism
 from bench.models.adaptation import AdaptationConfig, adapt_encoder
 from bench.core.params import build_component
 from bench.engine.runner import make_spec, run_cell
@@ -32,7 +33,7 @@ def test_adaptation_leaves_the_user_side_table_bit_identical(cache, defense, arg
     from bench.models.loading import load_encoder
 
     config = AdaptationConfig(objective, steps=2, batch_size=4, corpus_size=400)
-    mechanism = build_component(DEFENSES.get(defense), args)
+    mechanism = public_token_mechanism(build_component(DEFENSES.get(defense), args))
     path = adapt_encoder(mechanism, "minilm", config)
     assert getattr(mechanism, "sensitive", None) is None and getattr(mechanism, "rows", None) is None  # a copy ran
     adapted = AutoModelForMaskedLM.from_pretrained(path)
@@ -44,7 +45,8 @@ def test_adaptation_leaves_the_user_side_table_bit_identical(cache, defense, arg
     assert info["config"]["objective"] == objective and 0 <= info["privatize_share"] < 1
     assert "trained by" in info["head"] and info["mlm_top1_before"] is not None
     stamp = (path / "adaptation.json").stat().st_mtime_ns
-    assert adapt_encoder(build_component(DEFENSES.get(defense), args), "minilm", config) == path
+    assert adapt_encoder(public_token_mechanism(build_component(DEFENSES.get(defense), args)), "minilm",
+                         config) == path
     assert (path / "adaptation.json").stat().st_mtime_ns == stamp  # cached: not pretrained twice
 
 
@@ -59,8 +61,8 @@ def test_mask_inference_runs_against_text_releases(defense):
 
 
 def test_an_adapted_encoder_feeds_a_cell_and_the_record_names_it(cache):
-    spec = make_spec(defense="dchi-token", defense_args="eta=60,adapt=denoising,adapt_steps=2", attack="inversion",
-                     n_train=60, n_eval=20, training_args="epochs=1")
+    spec = make_spec(defense="dchi-token", defense_args="eta=60", server_args="adapt=denoising,adapt_steps=2",
+                     attack="inversion", n_train=60, n_eval=20, training_args="epochs=1")
     record = run_cell(spec)
     notes = record.notes
     assert notes["adaptation_objective"] == "denoising" and "trained by denoising MLM" in notes["adaptation_head"]
@@ -85,7 +87,7 @@ def test_two_processes_asking_for_one_checkpoint_pretrain_it_once(cache, monkeyp
         (args[-1] / "adaptation.json").write_text("{}")
 
     monkeypatch.setattr(adaptation, "_pretrain", slow_pretrain)
-    mechanism = build_component(DEFENSES.get("dchi-token"), "eta=60")
+    mechanism = public_token_mechanism(build_component(DEFENSES.get("dchi-token"), "eta=60"))
     paths = []
     callers = [threading.Thread(target=lambda: paths.append(adapt_encoder(mechanism, "minilm", TINY)))
                for _ in range(2)]

@@ -26,8 +26,8 @@ pytestmark = pytest.mark.pattern
 
 def accuracy(seed: int, adapt: str = "") -> float:
     """Dev accuracy of one dchi-token cell, unadapted or adapted with ``adapt``."""
-    args = {"eta": ETA} | ({"adapt": adapt, "adapt_steps": STEPS, "adapt_lr": LR} if adapt else {})
-    spec = make_spec(task="sst2", defense="dchi-token", defense_args=args, n_train=N_TRAIN,
+    server = {"adapt": adapt, "adapt_steps": STEPS, "adapt_lr": LR} if adapt else {}
+    spec = make_spec(task="sst2", defense="dchi-token", defense_args={"eta": ETA}, server_args=server, n_train=N_TRAIN,
                      training_args={"epochs": EPOCHS}, seed=seed)
     return run_cell(spec).metrics["utility/accuracy"]
 

@@ -17,13 +17,15 @@ from bench.core.components import PublicKnowledge
 from bench.core.params import build_component
 from bench.core.registry import ATTACKS, TASKS
 from bench.engine.runner import make_spec, run_cell
+from bench.privacy.public import ExponentialMechanism, IdentityTokens, SpaceRef
 from bench.privacy.token_space import WORD
 
 N_EVAL = 30  # evaluation sentences, all attacked
 
 
-def attack_cell(defense: str, defense_args: str = "", attack_args: str = ""):
-    spec = make_spec(task="sst2", defense=defense, defense_args=defense_args, attack="mask-inference",
+def attack_cell(defense: str, defense_args: str = "", attack_args: str = "", server_args: str = ""):
+    spec = make_spec(task="sst2", defense=defense, defense_args=defense_args, server_args=server_args,
+                     attack="mask-inference",
                      attack_args=f"max_sentences={N_EVAL}{',' if attack_args else ''}{attack_args}", n_train=40,
                      n_eval=N_EVAL, training_args="epochs=1")
     return run_cell(spec)
@@ -62,10 +64,10 @@ def test_masked_rows_match_a_direct_forward_pass_for_sentences_and_pairs():
     pairs = [("a gripping film .", "it is funny ."), ("the plot is thin", "but the cast is great")]
     public = PublicKnowledge(encoder, [], "sst2")
     attack = build_component(ATTACKS.get("mask-inference"), {"batch_size": 3})
-    single = attack.attack(Release(ReleaseKind.TEXT, texts, np.arange(2), {"defense": "none"}), public)
-    paired = attack.attack(Release(ReleaseKind.TEXT, pairs, np.arange(2), {"defense": "none"}), public)
+    single = attack.attack(Release(ReleaseKind.TEXT, texts, np.arange(2), mechanism=IdentityTokens(), space=SpaceRef()), public)
+    paired = attack.attack(Release(ReleaseKind.TEXT, pairs, np.arange(2), mechanism=IdentityTokens(), space=SpaceRef()), public)
     wide = build_component(ATTACKS.get("mask-inference"), {}).attack(
-        Release(ReleaseKind.TEXT, texts, np.arange(2), {"defense": "none"}), public)
+        Release(ReleaseKind.TEXT, texts, np.arange(2), mechanism=IdentityTokens(), space=SpaceRef()), public)
     batched = zip(single.by_metric["token_accuracy"], wide.by_metric["token_accuracy"])
     assert all(np.array_equal(a, b) for a, b in batched)  # batch size and padding change nothing
 
@@ -97,8 +99,8 @@ def test_word_space_release_is_guessed_in_words(tmp_path, sst2):
     from bench.privacy.token_space import WordVectorSpace
 
     released = list(sst2.eval.texts[:4])
-    release = Release(ReleaseKind.TEXT, released, np.arange(4), {"defense": "santext", "format": "words",
-                                                                    "vectors": str(path)})
+    release = Release(ReleaseKind.TEXT, released, np.arange(4), mechanism=ExponentialMechanism(),
+                      space=SpaceRef("words", str(path)))
     attack = build_component(ATTACKS.get("mask-inference"), {})
     guesses = attack.attack(release, PublicKnowledge(load_encoder("minilm"), [], "sst2"))
     space = WordVectorSpace(str(path))
@@ -126,7 +128,8 @@ def test_an_adapted_attacker_uses_the_servers_checkpoint_for_the_same_mechanism(
     from bench import BenchError
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
-    record = attack_cell("dchi-text", "eta=60,adapt=denoising,adapt_steps=2", "adapted=denoising,adapted_steps=2")
+    record = attack_cell("dchi-text", "eta=60", "adapted=denoising,adapted_steps=2",
+                         server_args="adapt=denoising,adapt_steps=2")
     assert "trained by denoising MLM adaptation (2 steps)" in record.notes["mlm_head"]
     assert record.notes["adaptation_head"] == record.notes["mlm_head"]  # the server's checkpoint, not a second one
     assert len(list((tmp_path / "adapted").iterdir())) == 1
