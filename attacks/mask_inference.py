@@ -63,7 +63,7 @@ class MaskInference(Attack):
     max_sentences: int = 0  # attack only the first N released sentences (0 = all); the metric is over those
     # vanilla, prob or denoising: the attacker adapts mlm itself (Qu et al. §3.4) on public text privatized by
     # the release's own public mechanism and parameters, the checkpoint the server would adapt to (cached)
-    adapted: str = added_later("")
+    adapted: str = added_later("")  # vanilla, prob or denoising: adapt mlm to the release's mechanism; empty = no
     adapted_steps: int = added_later(300)  # that adaptation's optimizer steps
 
     def __post_init__(self) -> None:

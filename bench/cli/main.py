@@ -287,6 +287,45 @@ def _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size
         out.print(f"wrote {json_path}", highlight=False)
 
 
+@app.command("check-plugin")
+@user_errors
+def check_plugin(file: Path = typer.Argument(..., help="Component file to check (as passed to --plugin).")) -> None:
+    """Check every component a file registers against the component contract (bench.engine.contracts)."""
+    from bench.engine.contracts import check_file
+
+    warnings: dict[str, list[str]] = {}
+    results = check_file(file, warnings)
+    if not results:
+        raise BenchError(f"{file} registers no defense, attack or task; decorate a class with register_defense, "
+                         "register_attack or register_task.")
+    for component, problems in results.items():
+        status = "[green]passes[/green]" if not problems else f"[red]{len(problems)} problem(s)[/red]"
+        out.print(f"[bold]{component}[/bold]: {status}")
+        for problem in problems:
+            out.print(f"  [red]✗[/red] {problem}", highlight=False, soft_wrap=True)
+        for warning in warnings.get(component, []):
+            out.print(f"  [yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+    failing = {c: p for c, p in results.items() if p}
+    if failing:
+        details = "; ".join(f"{c}: {', '.join(p)}" for c, p in failing.items())
+        raise BenchError(f"{len(failing)} of {len(results)} components in {file} fail the contract ({details}).")
+
+
+@app.command("new")
+@user_errors
+def new_component(
+    kind: str = typer.Argument(..., help="defense, attack or task."),
+    name: str = typer.Argument(..., help="Registry name, e.g. my-defense (the file is my_defense.py)."),
+    folder: Optional[Path] = typer.Option(None, "--dir", help="Folder to write into (default: defenses/, attacks/ "
+                                          "or tasks/ under the current directory)."),
+) -> None:
+    """Write a one-file template of a new component that passes `bench check-plugin`."""
+    from bench.engine.templates import write_template
+
+    path = write_template(kind, name, folder)
+    out.print(f"wrote {path}; check it with: bench check-plugin {path}", highlight=False, soft_wrap=True)
+
+
 analyze = typer.Typer(no_args_is_help=True, help="Analyses of the privacy mechanisms themselves (no task, no server).")
 app.add_typer(analyze, name="analyze")
 
