@@ -1,8 +1,12 @@
 """Reproduction tests run the papers' settings: they need the Hugging Face hub and a CUDA GPU."""
 
+import json
 import os
+from pathlib import Path
 
 import pytest
+
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "results" / "reference"
 
 
 def hub_and_gpu(model: str) -> bool:
@@ -18,6 +22,19 @@ def hub_and_gpu(model: str) -> bool:
         return True
     except Exception:
         return False
+
+
+def load_reference(name: str) -> dict:
+    """One results/reference file (see results/reference/README.md for the layout)."""
+    return json.loads((REFERENCE_DIR / name).read_text(encoding="utf-8"))
+
+
+def fraction(value, scale: int) -> float:
+    """A published number as the harness reports it: ``{mean, std}`` gives its mean; printed / scale."""
+    if isinstance(value, dict):
+        value = value["mean"]
+    assert value is not None, "the reference cell is empty"
+    return value / scale
 
 
 def pytest_collection_modifyitems(items):
