@@ -81,10 +81,19 @@ class TaskData:
                 if text not in seen:
                     seen[text] = len(seen)
                     labels.append(label)
-        return list(seen), np.asarray(labels)
+        return list(seen), _label_array(labels)
 
 
 def sample_indices(n_available: int, n_wanted: int, rng: np.random.Generator) -> np.ndarray:
     """A seeded sample of ``min(n_wanted, n_available)`` distinct indices, in random order."""
     n = min(n_wanted, n_available)
     return rng.permutation(n_available)[:n]
+
+
+def _label_array(labels: list) -> np.ndarray:
+    """Labels as an array: numbers as they are, per-token label sequences (tagging) as an object array."""
+    if labels and np.ndim(labels[0]) > 0:
+        array = np.empty(len(labels), dtype=object)
+        array[:] = labels
+        return array
+    return np.asarray(labels)

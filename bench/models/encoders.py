@@ -194,6 +194,24 @@ class Encoder:
             self._cache.put(self.name, key, features)
         return features
 
+    def token_states(self, items: Sequence, batch_size: int = 64) -> list[np.ndarray]:
+        """Frozen per-token representations of released single sentences (token-id or token-vector arrays):
+        the last hidden state at each released position, [CLS] and [SEP] left out, float32 ``(len, dim)``."""
+        import torch
+
+        states: list[np.ndarray] = []
+        was_training = self.model.training
+        self.model.eval()
+        with torch.inference_mode():
+            for start in range(0, len(items), batch_size):
+                chunk = list(items[start : start + batch_size])
+                hidden = self.model(**self.model_inputs(chunk)).last_hidden_state.float().cpu().numpy()
+                for row, item in enumerate(chunk):
+                    length = min(len(item), self.max_length - 2)
+                    states.append(hidden[row, 1 : 1 + length])
+        self.model.train(was_training)
+        return states
+
     def input_embeddings(self):
         """The input (word-piece) embedding table, ``(vocab, dim)``."""
         return self.model.get_input_embeddings().weight

@@ -113,3 +113,53 @@ class SentenceServer(Server):
         from bench.models.training import predict
 
         return predict(self.head, representations, self.num_labels)
+
+
+@dataclass
+class TaggingServer(Server):
+    """Token tagger: the server's frozen encoder gives each released token a representation, and an MLP head
+    (``bench.models.training.make_head``) tags it. Labels are one tag per released token (the task aligns
+    them with the public token space); only the token protocol applies (a tag needs its token)."""
+
+    protocols: ClassVar[tuple[str, ...]] = ("tokens",)
+
+    num_tags: int
+    config: Any  # bench.models.training.TrainingConfig (epochs, lr, batch_size, head_layers, activation, dropout)
+    seed: int
+    encoder: Any = None
+    head: Any = field(default=None, init=False)
+
+    def _features(self, released) -> tuple[list[np.ndarray], np.ndarray]:
+        states = self.encoder.token_states(released)
+        return states, np.concatenate(states) if states else np.zeros((0, self.encoder.dim), np.float32)
+
+    def fit_tokens(self, released, labels):
+        """Train the head on every released token's representation and its tag (minibatches, Adam)."""
+        import torch
+
+        from bench.models.training import initial_head, loss_fn
+
+        states, features = self._features(released)
+        tags = np.concatenate([np.asarray(tag, dtype=np.int64)[: len(s)] for tag, s in zip(labels, states)])
+        x, y = torch.from_numpy(features), torch.nn.functional.one_hot(torch.from_numpy(tags), self.num_tags).float()
+        head = initial_head(features.shape[1], self.num_tags, self.config, self.seed).train()
+        optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr)
+        order_generator = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.config.epochs):
+            order = torch.randperm(len(x), generator=order_generator)
+            for start in range(0, len(order), self.config.batch_size):
+                idx = order[start : start + self.config.batch_size]
+                loss = loss_fn(head(x[idx]), y[idx], regression=False)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        self.head = head.eval()
+
+    def predict_tokens(self, released):
+        """One array of predicted tags per released sentence."""
+        import torch
+
+        states, features = self._features(released)
+        with torch.inference_mode():
+            flat = self.head(torch.from_numpy(features)).argmax(dim=1).numpy()
+        return np.split(flat, np.cumsum([len(s) for s in states])[:-1]) if states else []
