@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.data.examples import flatten_segments
-from bench.privacy.mechanisms import nearest_tokens, token_counts
 from bench.core.params import require
 from bench.core.seeding import numpy_generator
+from bench.data.examples import flatten_segments
+from bench.privacy.mechanisms import nearest_tokens, token_counts
 
 
 @dataclass

@@ -31,8 +31,8 @@ import numpy as np
 
 from attacks.inversion import TokenGuesses, _hits
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
-from bench.data.examples import flatten_segments
 from bench.core.params import added_later
+from bench.data.examples import flatten_segments
 from bench.privacy.token_space import WORD
 
 HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.data.public_corpus.held_out)
@@ -172,8 +172,8 @@ class MaskInference(Attack):
 
     def _held_out_top1(self, public: PublicKnowledge) -> float:
         """Measured once per attack object, on the same held-out sentences for every run."""
-        from bench.models.mlm import masked_token_accuracy
         from bench.data.public_corpus import held_out
+        from bench.models.mlm import masked_token_accuracy
 
         if self._top1 is None:
             texts, description, _ = held_out(public.task, HELD_OUT_SENTENCES)

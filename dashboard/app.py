@@ -13,9 +13,8 @@ import streamlit as st
 
 from bench.results.store import ResultStore
 from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
-from dashboard.sweeps import with_settings
 from dashboard.deniability import render_deniability
-from dashboard.sweeps import sweep_chart, sweeps
+from dashboard.sweeps import sweep_chart, sweeps, with_settings
 
 CONFIG_KEYS = ["task", "encoder", "defense", "defense_args", "attack", "mode", "n_train", "n_eval", "config_hash"]
 

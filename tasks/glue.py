@@ -22,9 +22,9 @@ from typing import Callable, ClassVar, Iterator, Protocol
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
-from bench.data.examples import data_dir, sample_indices
 from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
+from bench.data.examples import data_dir, sample_indices
 
 HUB_DATASET = "nyu-mll/glue"
 EVAL_FRACTION = 0.2  # of a single labelled file, held out for evaluation

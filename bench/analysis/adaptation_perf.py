@@ -21,8 +21,8 @@ CORPUS_SIZE = 2000  # public sentences the timed batches are drawn from
 def time_adaptation(defense, objective: str, steps: int, batch_size: int, encoder: str = "minilm",
                     seed: int = 0, warmup: int = 1) -> dict[str, Any]:
     """Seconds, sequences/s and privatization share of ``steps`` pretraining steps after ``warmup`` steps."""
-    from bench.models.adaptation import AdaptationConfig, Pretraining, adaptation_key
     from bench.data.public_corpus import public_corpus
+    from bench.models.adaptation import AdaptationConfig, Pretraining, adaptation_key
 
     config = AdaptationConfig(objective, steps=steps + warmup, batch_size=batch_size, corpus_size=CORPUS_SIZE,
                               seed=seed)
@@ -50,9 +50,9 @@ def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] |
                         steps: int, batch_size: int, encoder: str, seed: int, warmup: int = 1,
                         progress: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
     """Time every (mechanism, objective) pair; bad names and values are one-sentence errors."""
-    from bench.models.adaptation import OBJECTIVES
-    from bench.core.params import require
     from bench.analysis.perf import build_mechanisms
+    from bench.core.params import require
+    from bench.models.adaptation import OBJECTIVES
 
     require(steps >= 1, f"--steps must be >= 1, got {steps}.")
     require(warmup >= 1, f"--warmup must be >= 1, got {warmup}.")

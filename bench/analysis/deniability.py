@@ -44,7 +44,6 @@ import math
 import os
 import platform
 import re
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -53,9 +52,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bench.core.errors import BenchError
-from bench.privacy.mechanisms import dchi_token_text, exponential_sample
 from bench.core.progress import track
 from bench.core.seeding import numpy_generator
+from bench.privacy.mechanisms import dchi_token_text, exponential_sample
 
 DEFAULT_TOKENS = 200  # a seeded vocabulary sample: every regular token (--tokens all) costs ~150x more
 DEFAULT_TRIALS = 1000  # perturbations of each token at each eta (T)
@@ -360,22 +359,12 @@ def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANI
 
 def write_report(report: dict[str, Any], path: Path) -> Path:
     """Write the report atomically: a temporary file in the same folder, fsynced, then renamed."""
+    from bench.core.files import atomic_writer
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(stream.fileno(), 0o666 & ~umask)  # mkstemp makes it private; results are shared files
-            json.dump(report, stream, indent=1)
-            stream.write("\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as stream:
+        json.dump(report, stream, indent=1)
+        stream.write("\n")
     return path
 
 

@@ -231,8 +231,8 @@ def run_perf(
     progress: Callable[[str], None] = lambda message: None,
 ) -> PerfReport:
     """Measure matrix-product throughput and time every selected mechanism on the fixed batch."""
-    from bench.models.loading import load_encoder
     from bench.core.seeding import numpy_generator
+    from bench.models.loading import load_encoder
     from bench.privacy.token_space import token_space
 
     if sentences < 1 or repeats < 1:

@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bench.data.examples import TaskData, Text
 from bench.core.metrics import Metric, check_declared
 from bench.core.releases import Release, ReleaseKind
+from bench.data.examples import TaskData, Text
 
 
 class Task:

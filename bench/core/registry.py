@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import re
 import importlib.util
 import pkgutil
+import re
 import sys
 from pathlib import Path
 from typing import Callable, Generic, TypeVar

@@ -7,7 +7,6 @@ from typing import Sequence
 
 import numpy as np
 
-
 # -- task metrics (GLUE) -------------------------------------------------------------------------
 
 

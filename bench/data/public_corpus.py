@@ -30,8 +30,8 @@ from typing import Callable
 
 import numpy as np
 
-from bench.data.examples import data_dir
 from bench.core.errors import BenchError
+from bench.data.examples import data_dir
 
 OFFLINE = ("squad", "conll2003", "agnews")
 KNOWN = (*OFFLINE, "auto")

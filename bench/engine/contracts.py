@@ -12,7 +12,6 @@ Findings that may be intended (no invalid value refused at all) go to ``warnings
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 import typing
 from pathlib import Path

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from bench.core.errors import BenchError
-from bench.engine.runner import component_versions, make_spec, run_cell
 from bench.core.spec import RunSpec
+from bench.engine.runner import component_versions, make_spec, run_cell
 from bench.results.store import ResultStore
 
 GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings"}

@@ -161,7 +161,8 @@ def _adapted_encoder(defense: TokenDefense, context: CellContext):
     if defense.token_space().format != "wordpiece":
         raise BenchError("privacy-adaptive pretraining works in the encoder's WordPiece space; drop vectors= "
                          "or the server's adapt=.")
-    path = adapt_encoder(public_token_mechanism(defense), spec.encoder, context.options.adaptation(), spec.device, spec.task)
+    path = adapt_encoder(public_token_mechanism(defense), spec.encoder, context.options.adaptation(), spec.device,
+                         spec.task)
     info = json.loads((path / "adaptation.json").read_text(encoding="utf-8"))
     with quiet_loading():
         encoder = Encoder(str(path), spec.device, spec.pooling, spec.max_length,

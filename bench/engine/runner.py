@@ -10,10 +10,10 @@ from typing import Any, Mapping
 from bench.core.components import PublicKnowledge, Truth
 from bench.core.errors import BenchError
 from bench.core.params import build_component, component_args, parse_arg_string
-from bench.engine.protocols import choose_protocol
-from bench.results.record import ResultRecord
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.spec import RunSpec
+from bench.engine.protocols import choose_protocol
+from bench.results.record import ResultRecord
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.core.params import require
-
 from bench.models.adaptation import OBJECTIVES
 
 

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
+from bench.core.params import require
 from bench.models.cache import cache_root
 from bench.models.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
-from bench.core.params import require
 
 OBJECTIVES = ("vanilla", "prob", "denoising")
 VERSION = 2  # of the recipe, in the cache key (2: trains on the whole corpus, scores on held-out text)
@@ -178,8 +178,8 @@ class Pretraining:
                  device: str = "cpu") -> None:
         import torch
 
-        from bench.models.mlm import load_mlm
         from bench.core.seeding import numpy_generator
+        from bench.models.mlm import load_mlm
         from bench.privacy.token_space import WordPieceSpace
 
         self.config, self.mlm = config, load_mlm(encoder_name, device)
@@ -238,9 +238,9 @@ def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tu
     and save the checkpoint to ``target`` (whose name is its key)."""
     import torch
 
-    from bench.models.mlm import masked_token_accuracy
     from bench.core.progress import track
     from bench.data.public_corpus import held_out
+    from bench.models.mlm import masked_token_accuracy
 
     sentences, corpus_description, corpus_hash = corpus
     key = target.name

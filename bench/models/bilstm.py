@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bench.models.encoders import DEFAULT_ENCODER, Encoder, _locate
 from bench.core.errors import BenchError
+from bench.models.encoders import DEFAULT_ENCODER, Encoder, _locate
 
 BILSTM = "bilstm"
 
@@ -58,8 +58,8 @@ class BiLSTMEncoder(Encoder):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        from bench.models.cache import FeatureCache
         from bench.core.seeding import derive_seed
+        from bench.models.cache import FeatureCache
 
         if pooling == "pooler":
             raise BenchError("the bilstm encoder has no pooler; use pooling=mean or cls.")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -65,13 +64,7 @@ class FeatureCache:
 
     def put(self, namespace: str, key: str, array: np.ndarray) -> None:
         """Store ``array`` atomically (write a temporary file, then rename)."""
-        path = self._path(namespace, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.save(handle, array, allow_pickle=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        from bench.core.files import atomic_writer
+
+        with atomic_writer(self._path(namespace, key), "wb") as handle:
+            np.save(handle, array, allow_pickle=False)

@@ -11,7 +11,6 @@ deterministic bag-of-hashed-words encoder for unit tests and for trying a new co
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import re
 import zlib
@@ -19,9 +18,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from bench.models.cache import FeatureCache, texts_key
 from bench.core.errors import BenchError
 from bench.core.progress import track
+from bench.models.cache import FeatureCache, texts_key
 
 DEFAULT_ENCODER = "minilm"
 POOLINGS = ("mean", "cls", "pooler")

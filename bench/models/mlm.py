@@ -71,8 +71,8 @@ def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0) -> Masked
     import torch
     from transformers import AutoConfig, AutoModelForMaskedLM, BertForMaskedLM
 
-    from bench.models.encoders import Encoder, _locate, quiet_loading
     from bench.core.seeding import derive_seed
+    from bench.models.encoders import Encoder, _locate, quiet_loading
 
     if name.startswith("mock") or name == "bilstm":
         raise BenchError(f"encoder '{name}' has no WordPiece transformer to use as a masked LM; use minilm or a "

@@ -6,8 +6,6 @@ filters on. Written atomically, so a reader never sees half a table.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from bench.results.record import ResultRecord
@@ -73,14 +71,9 @@ def summarize(store: ResultStore) -> tuple[Path, int, list[CorruptLine]]:
     """Write the leaderboard; returns (path, rows written, corrupt lines skipped)."""
     records, problems = store.read()
     table = leaderboard_frame(records)
+    from bench.core.files import atomic_writer
+
     path = store.leaderboard_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            table.to_csv(handle, index=False, float_format="%.6g")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as handle:
+        table.to_csv(handle, index=False, float_format="%.6g")
     return path, len(table), problems

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from bench import DEFENSES
-from bench.engine.protocols import public_token_mechanism
-from bench.models.adaptation import AdaptationConfig, adapt_encoder
 from bench.core.params import build_component
+from bench.engine.protocols import public_token_mechanism
 from bench.engine.runner import make_spec, run_cell
+from bench.models.adaptation import AdaptationConfig, adapt_encoder
 
 TINY = AdaptationConfig("denoising", steps=2, batch_size=4, corpus_size=400)
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from bench import BenchError
+from bench.engine.runner import make_spec, run_cell
 from bench.models.bilstm import BiLSTMEncoder
 from bench.models.loading import load_encoder
 from bench.privacy.mechanisms import embedding_table
-from bench.engine.runner import make_spec, run_cell
 
 
 def test_reads_minilm_table_and_tokenizer():

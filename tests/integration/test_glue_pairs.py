@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.main import app
-from bench.models.loading import load_encoder
 from bench.engine.runner import make_spec, run_cell
+from bench.models.loading import load_encoder
 from tests.conftest import files_under
 
 PAIR = ("The cat sat on the mat.", "A cat was sitting on a mat!")

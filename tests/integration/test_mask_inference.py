@@ -54,6 +54,11 @@ def test_fresh_head_runs_against_raw_and_sanitized_text_and_the_record_says_it_i
     assert accuracy >= sanitized.metrics["privacy/mask-inference/token_accuracy"]
 
 
+def plain_release(items):
+    """An undefended text release of ``items`` in the WordPiece space."""
+    return Release(ReleaseKind.TEXT, items, np.arange(len(items)), mechanism=IdentityTokens(), space=SpaceRef())
+
+
 def test_masked_rows_match_a_direct_forward_pass_for_sentences_and_pairs():
     import torch
 
@@ -64,8 +69,8 @@ def test_masked_rows_match_a_direct_forward_pass_for_sentences_and_pairs():
     pairs = [("a gripping film .", "it is funny ."), ("the plot is thin", "but the cast is great")]
     public = PublicKnowledge(encoder, [], "sst2")
     attack = build_component(ATTACKS.get("mask-inference"), {"batch_size": 3})
-    single = attack.attack(Release(ReleaseKind.TEXT, texts, np.arange(2), mechanism=IdentityTokens(), space=SpaceRef()), public)
-    paired = attack.attack(Release(ReleaseKind.TEXT, pairs, np.arange(2), mechanism=IdentityTokens(), space=SpaceRef()), public)
+    single = attack.attack(plain_release(texts), public)
+    paired = attack.attack(plain_release(pairs), public)
     wide = build_component(ATTACKS.get("mask-inference"), {}).attack(
         Release(ReleaseKind.TEXT, texts, np.arange(2), mechanism=IdentityTokens(), space=SpaceRef()), public)
     batched = zip(single.by_metric["token_accuracy"], wide.by_metric["token_accuracy"])

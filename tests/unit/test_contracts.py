@@ -117,7 +117,8 @@ def test_check_plugin_missing_docstring_field_and_unrefused_value(tmp_path, clea
     path = tmp_path / "lax.py"
     path.write_text(BAD.format(name="lax", field="sigma: float = 0.5  # noise scale").replace("Paper: none.\n", ""))
     warnings = {}
-    assert check_file(path, warnings) == {"defense lax": ["module bench_plugins.lax docstring lacks the field 'Paper:'"]}
+    expected = {"defense lax": ["module bench_plugins.lax docstring lacks the field 'Paper:'"]}
+    assert check_file(path, warnings) == expected
     assert any("sigma" in w for w in warnings["defense lax"])
 
 

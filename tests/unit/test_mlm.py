@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from bench import BenchError
+from bench.data.public_corpus import held_out, public_corpus
 from bench.models.adaptation import AdaptationConfig, adaptation_key, soft_mlm_loss
 from bench.models.mlm import apply_mask, bert_mask
-from bench.data.public_corpus import held_out, public_corpus
 
 REGULAR = np.arange(1000, 2000)  # stand-in regular ids; everything else is "special"
 

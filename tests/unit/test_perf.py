@@ -9,7 +9,6 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from bench import DEFENSES, RepresentationDefense, TokenDefense
-from bench.cli.main import app
 from bench.analysis.perf import (
     TARGET_RATIO,
     PerfReport,
@@ -24,6 +23,7 @@ from bench.analysis.perf import (
     time_token_mechanism,
     write_json,
 )
+from bench.cli.main import app
 
 runner = CliRunner()
 

@@ -5,12 +5,12 @@ import pytest
 
 from bench import BenchError
 from bench.privacy.mechanisms import santext_tokens
-from bench.privacy.public import ExponentialMechanism, IdentityTokens
 from bench.privacy.posterior import (
     bayes_guesses,
     exponential_log_channel,
     keep_or_scatter_log_channel,
 )
+from bench.privacy.public import ExponentialMechanism, IdentityTokens
 
 
 def table(rows=12, dim=4, seed=0):

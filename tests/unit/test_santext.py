@@ -5,6 +5,7 @@ import pytest
 from scipy.special import softmax
 
 from bench import BenchError
+from bench.engine.runner import make_spec
 from bench.privacy.mechanisms import (
     ExponentialRows,
     exponential_sample,
@@ -12,7 +13,6 @@ from bench.privacy.mechanisms import (
     santext_tokens,
     token_counts,
 )
-from bench.engine.runner import make_spec
 
 
 def table(rows=6, dim=3, seed=0):

@@ -1,0 +1,34 @@
+"""Atomic file writes: a temporary file in the target's folder, fsynced, then renamed over the target.
+
+A reader sees the old file or the new one, never half of one, and an interrupted write leaves the
+target as it was. The one implementation every writer of results, caches and reports uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path | str, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary file for ``path`` (``mode`` "w" for text, "wb" for bytes); on a clean exit it is
+    fsynced and renamed into place with the usual permissions, on an error it is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, mode, **({"encoding": "utf-8", "newline": ""} if "b" not in mode else {})) as stream:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(stream.fileno(), 0o666 & ~umask)  # mkstemp makes it private; results are shared files
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
