@@ -23,6 +23,15 @@ from bench import RepresentationDefense, added_later, register_defense, require
 from bench.privacy.public import MixAndMask
 
 SCHEMES = ("intra", "inter")
+# Caps checked before anything runs, sized for a 24 GiB machine with room to spare at the widest encoder we expect
+# (d = 1024, bert-large) and the documented batch size (64, TrainingConfig.batch_size):
+# - hide_batch holds about three (k, batch, d) float32 tensors (the members, their stack, the weighted stack),
+#   k x 64 x 1024 x 4 B x 3 = k x 768 KiB, so k = 1024 needs 768 MiB (k = 100000 needed 73 GiB);
+# - setup draws the pool as int64 bits, then float32 masks: m x 1024 x (8 + 4 + 4) B = m x 16 KiB at its peak,
+#   so m = 2**18 needs 4 GiB (m = 10**9 needed 15 TiB). The paper's pools are a few hundred masks; "inf" draws
+#   fresh masks per example without a pool.
+MAX_K = 1024
+MAX_M = 2**18
 
 
 @register_defense()
@@ -43,7 +52,12 @@ class TextHide(RepresentationDefense):
                     f"texthide m must be a non-negative integer or inf, got '{self.m}'.")
             self.m = "inf"
         require(self.m == "inf" or self.m >= 0, f"texthide m (mask pool size) must be >= 0, got {self.m}.")
+        require(self.m == "inf" or self.m <= MAX_M, f"texthide m (mask pool size) must be at most {MAX_M} "
+                f"(a pool of {MAX_M} masks of width 1024 takes 4 GiB to draw), got {self.m}; use m=inf for "
+                "fresh masks.")
         require(self.k >= 1, f"texthide k (representations mixed) must be >= 1, got {self.k}.")
+        require(self.k <= MAX_K, f"texthide k (representations mixed) must be at most {MAX_K} (memory grows "
+                f"with k x batch x width), got {self.k}.")
         require(self.scheme in SCHEMES, f"texthide scheme must be intra or inter, got '{self.scheme}'.")
         require(self.clients >= 0, f"texthide clients must be >= 0, got {self.clients}.")
         require(self.m in (0, "inf") or self.clients <= self.m,

@@ -74,11 +74,14 @@ def run(
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Run one cell (or a grid) and append its record to results/records/<defense>.jsonl."""
+    from bench.core.params import parse_arg_string
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.store import ResultStore
 
     _load_plugins(plugin)
     store = ResultStore(results_dir)
+    if save and not check:
+        store.check_writable()  # before the cell runs, so a finished result is never lost
     if grid is not None:
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
@@ -89,7 +92,8 @@ def run(
     if check:
         n_train = CHECK_SIZES["n_train"] if n_train is None else n_train
         n_eval = CHECK_SIZES["n_eval"] if n_eval is None else n_eval
-        train_args = ",".join(filter(None, ["epochs=1", train_args]))
+        if "epochs" not in parse_arg_string(train_args):  # one epoch unless the user chose the epochs
+            train_args = ",".join(filter(None, ["epochs=1", train_args]))
         save = False
     spec = make_spec(
         task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
@@ -187,10 +191,14 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
     from bench.results.leaderboard import summarize as write_leaderboard
     from bench.results.store import ResultStore
 
-    path, rows, problems = write_leaderboard(ResultStore(results_dir))
+    store = ResultStore(results_dir)
+    store.check_exists()  # a mistyped folder gets one sentence, not an empty folder and CSV
+    path, rows, problems = write_leaderboard(store)
     for problem in problems:
         err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, soft_wrap=True)
     board = pd.read_csv(path, keep_default_na=False)
+    for column in ("mean", "std"):  # a NaN metric is written as an empty field and shown as nan
+        board[column] = pd.to_numeric(board[column].replace("", float("nan")), errors="coerce")
     if not board.empty:
         (out if out.is_terminal else Console(width=200)).print(_summary_table(board))
     out.print(f"wrote {rows} rows to {path}", highlight=False)
@@ -234,7 +242,34 @@ def dashboard(
         env["BENCH_RESULTS_DIR"] = str(results_dir.resolve())
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
                "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    raise typer.Exit(subprocess.call(command, env=env))
+    raise typer.Exit(_run_forwarding_signals(command, env))
+
+
+def _run_forwarding_signals(command: list[str], env: dict) -> int:
+    """Run a child process; SIGTERM, SIGINT and SIGHUP to this process go to the child, which is then waited for
+    (so stopping ``bench dashboard`` never leaves the server running)."""
+    import signal
+
+    child = subprocess.Popen(command, env=env)
+    forwarded = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+
+    def forward(signum, _frame):
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in forwarded}
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:  # only if SIGINT arrived before the handler was installed
+                forward(signal.SIGINT, None)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 @app.command()

@@ -26,12 +26,37 @@ def parse_arg_string(text: str | None) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise BenchError(f"argument '{item}' is not of the form key=value.")
-        pairs[key.strip()] = value.strip()
+        key = key.strip()
+        if key in pairs:
+            raise BenchError(f"argument '{key}' is given twice ({key}={pairs[key]} and {key}={value.strip()}); "
+                             "give it once.")
+        pairs[key] = value.strip()
     return pairs
 
 
-def _coerce(owner: str, name: str, value: Any, annotation: Any) -> Any:
-    """Convert a string (or a YAML scalar) to the field's annotated type."""
+def allows_infinity(default: Any) -> Any:
+    """Declare a float parameter that accepts inf and -inf (a dataclass field with this default).
+
+    Every other float parameter must be finite; NaN is never accepted.
+    """
+    return dataclasses.field(default=default, metadata={"allows_infinity": True})
+
+
+def _finite(owner: str, name: str, value: Any, allow_inf: bool) -> Any:
+    """Refuse NaN, and infinity unless the field allows it, in a float value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value) or not allow_inf:
+            raise BenchError(f"{owner} parameter {name} must be a finite number, got {value}.")
+    return value
+
+
+def _coerce(owner: str, name: str, value: Any, annotation: Any, allow_inf: bool = False) -> Any:
+    """Convert a string (or a YAML scalar) to the field's annotated type; floats must be finite unless
+    ``allow_inf`` (NaN never passes)."""
+    return _finite(owner, name, _convert(owner, name, value, annotation, allow_inf), allow_inf)
+
+
+def _convert(owner: str, name: str, value: Any, annotation: Any, allow_inf: bool) -> Any:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -40,7 +65,7 @@ def _coerce(owner: str, name: str, value: Any, annotation: Any) -> Any:
         if len(options) > 1:  # e.g. ``int | str``: the first type the value fits
             for option in options:
                 try:
-                    return _coerce(owner, name, value, option)
+                    return _coerce(owner, name, value, option, allow_inf)
                 except BenchError:
                     continue
             kinds = " or ".join(getattr(o, "__name__", str(o)) for o in options)
@@ -66,8 +91,8 @@ def _coerce(owner: str, name: str, value: Any, annotation: Any) -> Any:
             return int(value)
         if annotation is float:
             result = float(value)
-            if math.isnan(result):
-                raise ValueError(value)
+            if math.isnan(result) or (math.isinf(result) and not allow_inf):
+                raise BenchError(f"{owner} parameter {name} must be a finite number, got '{value}'.")
             return result
         return annotation(value)
     except (TypeError, ValueError):
@@ -92,7 +117,8 @@ def build_component(cls: type, args: Mapping[str, Any] | str | None) -> Any:
             hint = f" Did you mean '{close[0]}'?" if close else ""
             known = ", ".join(fields) or "none"
             raise BenchError(f"{owner} has no parameter '{key}' (its parameters: {known}).{hint}")
-        kwargs[key] = _coerce(owner, key, value, hints[key])
+        allow_inf = bool(fields[key].metadata.get("allows_infinity"))
+        kwargs[key] = _coerce(owner, key, value, hints[key], allow_inf)
     return cls(**kwargs)
 
 

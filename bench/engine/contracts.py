@@ -12,6 +12,7 @@ Findings that may be intended (no invalid value refused at all) go to ``warnings
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import typing
 from pathlib import Path
@@ -183,14 +184,17 @@ def _check_bad_values(cls: type, warnings: list[str]) -> list[str]:
             try:
                 build_component(cls, {name: value})
             except BenchError as exc:
-                field_refused += 1
+                # NaN and inf are refused by build_component for every float field; only the component's own
+                # checks of finite values count as validation
+                field_refused += not (isinstance(value, float) and not math.isfinite(value))
                 if "\n" in str(exc).strip():
                     problems.append(f"{name}={value!r} is refused with a message of several lines")
             except Exception as exc:  # noqa: BLE001
                 problems.append(f"{name}={value!r} raises {type(exc).__name__} instead of BenchError ({exc})")
         refused += field_refused
         if not field_refused and "any" not in comment.lower():
-            warnings.append(f"parameter '{name}' accepts every value tried ({', '.join(map(repr, values))})")
+            finite = [v for v in values if not (isinstance(v, float) and not math.isfinite(v))]
+            warnings.append(f"parameter '{name}' accepts every value tried ({', '.join(map(repr, finite))})")
     if tried and not refused:
         warnings.append("no invalid numeric value is refused; does __post_init__ validate with require()?")
     return problems

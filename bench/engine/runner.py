@@ -63,6 +63,9 @@ def make_spec(
     resolved_defense = component_args(build_component(defense_cls, defense_args))
     resolved_attack: dict[str, Any] = {}
     wanted = None
+    if attack is None and (parse_arg_string(attack_args) if isinstance(attack_args, str) else attack_args):
+        raise BenchError("attack arguments were given without an attack; name one with --attack (or attacks: in a "
+                         "grid), or drop --attack-args.")
     if attack is not None:
         attack_cls = ATTACKS.get(attack)
         wanted = compatible_kind(defense_cls, attack_cls)
