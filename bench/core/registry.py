@@ -25,6 +25,20 @@ T = TypeVar("T", bound=type)
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
 
+PLUGIN_PACKAGE = "bench_plugins"  # load_plugin imports a file as bench_plugins.<stem>
+
+
+def _identity(cls: type) -> tuple[str, str]:
+    """Module and qualified name: the same class imported again has both, another file's class does not."""
+    return cls.__module__, cls.__qualname__
+
+
+def _source(cls: type) -> str:
+    """The file that defines a class (its module name when the file is unknown)."""
+    module = sys.modules.get(cls.__module__)
+    return str(getattr(module, "__file__", None) or cls.__module__)
+
+
 class Registry(Generic[T]):
     """Name -> component class for one kind of component (defense, attack or task)."""
 
@@ -43,10 +57,12 @@ class Registry(Generic[T]):
                 raise BenchError(f"{self.kind} name '{key}' must be lower-case letters and digits joined by '-' or "
                                  "'_' (as in santext-plus); rename it.")
             existing = self._items.get(key)
-            if existing is not None and existing.__qualname__ != cls.__qualname__:
+            if existing is not None and _identity(existing) != _identity(cls):
+                plugin = next((c for c in (cls, existing) if c.__module__.startswith(PLUGIN_PACKAGE + ".")), cls)
+                other = existing if plugin is cls else cls
                 raise BenchError(
-                    f"{self.kind} name '{key}' is registered twice "
-                    f"({existing.__module__} and {cls.__module__}); rename one of them."
+                    f"{self.kind} name '{key}' is registered twice ({_source(other)} and {_source(plugin)}); "
+                    f"rename the one in {_source(plugin)} (e.g. register_{self.kind}(\"{key}-2\"))."
                 )
             cls.registry_name = key
             check = getattr(cls, "check_declarations", None)
@@ -71,6 +87,9 @@ class Registry(Generic[T]):
                 importlib.import_module(module_name)
             except BenchError:
                 raise
+            except SystemExit as exc:
+                raise BenchError(f"the {self.kind} module {self.package}/{info.name}.py called sys.exit({exc.code}) "
+                                 "while it was imported; a component file must not exit.") from None
             except Exception as exc:
                 raise BenchError(
                     f"the {self.kind} module {self.package}/{info.name}.py failed to import "
@@ -108,8 +127,10 @@ def load_plugin(path: str | Path) -> None:
     path = Path(path)
     if not path.is_file():
         raise BenchError(f"plugin file {path} does not exist; pass the path of a .py file.")
+    for registry in (DEFENSES, ATTACKS, TASKS):  # built-ins first, so a clash names the plugin's file
+        registry.discover()
     # a dotted name keeps the module stem as the default registry name
-    module_name = f"bench_plugins.{path.stem}"
+    module_name = f"{PLUGIN_PACKAGE}.{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise BenchError(f"plugin {path} is not an importable Python file.")
@@ -118,7 +139,12 @@ def load_plugin(path: str | Path) -> None:
     try:
         spec.loader.exec_module(module)
     except BenchError:
+        sys.modules.pop(module_name, None)
         raise
+    except SystemExit as exc:
+        sys.modules.pop(module_name, None)
+        raise BenchError(f"plugin {path} exited (sys.exit({exc.code})) while it was imported; "
+                         "a plugin file must only define and register components.") from None
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise BenchError(

@@ -16,6 +16,8 @@ from typing import Iterator
 from filelock import FileLock
 from pydantic import ValidationError
 
+from bench.core.errors import BenchError
+from bench.core.registry import NAME
 from bench.results.record import ResultRecord
 
 
@@ -44,8 +46,39 @@ class ResultStore:
         self.records_dir = self.root / "records"
 
     def path_for(self, defense: str) -> Path:
-        """The JSON-lines file of one defense."""
-        return self.records_dir / f"{defense}.jsonl"
+        """The JSON-lines file of one defense; a name that is not a registry name (so could leave
+        ``records/``) is refused."""
+        if not isinstance(defense, str) or not NAME.match(defense):
+            raise BenchError(f"defense name {defense!r} cannot name a records file: it must be lower-case letters "
+                             "and digits joined by '-' or '_'.")
+        path = self.records_dir / f"{defense}.jsonl"
+        if path.resolve().parent != self.records_dir.resolve():  # belt and braces: never outside records/
+            raise BenchError(f"defense name {defense!r} would write outside {self.records_dir}.")
+        return path
+
+    def check_writable(self) -> None:
+        """Refuse, before anything runs, a results folder that cannot take a record: a file in its place
+        or a folder (or its nearest existing parent) without write permission."""
+        for folder in (self.root, self.records_dir):
+            if folder.exists() and not folder.is_dir():
+                raise BenchError(f"results folder {folder} is a file, not a folder; pass another --results-dir.")
+        target = next(p for p in (self.records_dir, *self.records_dir.parents) if p.exists())
+        if not target.is_dir():
+            raise BenchError(f"results folder {self.root} cannot be created: {target} is a file.")
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise BenchError(f"results folder {self.root} cannot be written ({target} is not writable); "
+                             "pass a writable --results-dir.")
+        for path in self.files():
+            if not os.access(path, os.W_OK):
+                raise BenchError(f"records file {path} is not writable; fix its permissions or pass another "
+                                 "--results-dir.")
+
+    def check_exists(self) -> None:
+        """Refuse a results folder that does not exist (a mistyped --results-dir) with one sentence."""
+        if not self.root.is_dir():
+            what = "is a file" if self.root.exists() else "does not exist"
+            raise BenchError(f"results folder {self.root} {what}; pass the folder that holds records/ "
+                             "(or set BENCH_RESULTS_DIR).")
 
     def append(self, record: ResultRecord) -> Path:
         """Append one record atomically; returns the file written."""
