@@ -47,6 +47,9 @@ def load_grid(path: str | Path) -> list[RunSpec]:
         raise BenchError(f"grid file {path} does not exist.")
     try:
         grid = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise BenchError(f"grid file {path} is not UTF-8 text (line {line}); save it as UTF-8.") from None
     except yaml.YAMLError as exc:
         raise BenchError(f"grid file {path} is not valid YAML ({exc.__class__.__name__}).") from exc
     if not isinstance(grid, dict) or not grid:
@@ -56,6 +59,10 @@ def load_grid(path: str | Path) -> list[RunSpec]:
         raise BenchError(f"grid file {path} has unknown keys {', '.join(sorted(unknown))}.")
     if not grid.get("defenses"):
         raise BenchError(f"grid file {path} lists no defenses.")
+    for key in ("tasks", "encoders", "servers", "attacks", "seeds"):
+        if key in grid and grid[key] in (None, [], {}):  # left out = the default; written down empty = a mistake
+            raise BenchError(f"grid file {path} has an empty '{key}'; list at least one entry or leave the key out "
+                             "for the default.")
     settings = grid.get("settings") or {}
     if not isinstance(settings, dict):
         raise BenchError("grid key 'settings' must be a mapping of make_spec keywords.")
@@ -89,6 +96,10 @@ def load_grid(path: str | Path) -> list[RunSpec]:
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise BenchError(f"grid file {path} has invalid settings ({exc}).") from exc
+    from bench.models.loading import check_encoder
+
+    for encoder in dict.fromkeys(spec.encoder for spec in specs):  # before the first cell runs
+        check_encoder(encoder, f"grid file {path}")
     return specs
 
 

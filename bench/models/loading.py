@@ -8,12 +8,31 @@ from __future__ import annotations
 
 import functools
 
-from bench.models.encoders import DEFAULT_ENCODER, Encoder, MockEncoder, mock_dimension
+from bench.core.errors import BenchError
+from bench.models.encoders import DEFAULT_ENCODER, Encoder, MockEncoder, _locate, mock_dimension
 
 
 def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str = "mean", max_length: int = 128):
     """The shared, frozen encoder called ``name`` (loaded once per process per setting)."""
     return _shared_encoder(name, device, pooling, max_length)
+
+
+def check_encoder(name: str, where: str = "") -> None:
+    """Refuse an encoder name that cannot load, without loading weights: a mock's size is checked, the
+    packaged default must be installed, a hub id's configuration must resolve (offline: from the local cache)."""
+    if mock_dimension(name) is not None or name == "bilstm":
+        return
+    path, _ = _locate(name)
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(path)
+    except Exception as exc:  # OSError when absent, ValueError for a malformed id or config
+        named = f"{where} names encoder" if where else "encoder"
+        raise BenchError(
+            f"{named} '{name}', which cannot be found ({exc.__class__.__name__}); use the offline default "
+            f"'{DEFAULT_ENCODER}', a mock, or a hub id that is reachable or cached."
+        ) from None
 
 
 def fresh_encoder(name: str, device: str, pooling: str, max_length: int, seed: int = 0):
