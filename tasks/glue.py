@@ -13,6 +13,7 @@ Sentence-pair tasks give each example as a ``(first, second)`` pair of strings.
 from __future__ import annotations
 
 import csv
+import io
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Callable, ClassVar, Iterator, Protocol
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.files import read_utf8
 from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
 from bench.data.examples import data_dir, sample_indices
@@ -65,8 +67,8 @@ class Table:
 
         No CSV quoting: GLUE texts contain quote marks. A leading BOM is dropped.
         """
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        text = read_utf8(path, "utf-8-sig")  # a byte that is not UTF-8: one sentence with the file and line
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE))
         label, texts, first_line = self.label, self.texts, 1
         if self.header and rows:
             label, texts = _position(path, rows[0], label), tuple(_position(path, rows[0], c) for c in texts)

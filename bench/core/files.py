@@ -32,3 +32,18 @@ def atomic_writer(path: Path | str, mode: str = "w") -> Iterator[IO]:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def read_utf8(path: Path | str, encoding: str = "utf-8") -> str:
+    """The text of a data or configuration file; bytes that are not UTF-8 raise ``BenchError`` naming the
+    file and the line (one sentence, never a traceback)."""
+    from bench.core.errors import BenchError
+
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BenchError(f"{path}:{line} is not UTF-8 text (byte 0x{raw[exc.start]:02x}); re-save the file as "
+                         "UTF-8 or restore the original download.") from None

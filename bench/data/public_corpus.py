@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.files import read_utf8
 from bench.data.examples import data_dir
 
 OFFLINE = ("squad", "conll2003", "agnews")
@@ -86,7 +87,7 @@ def _read_in(root: str, source: str) -> tuple[str, ...]:
         texts = [s.strip() for c in contexts for s in split(c)]
     elif source == "conll2003":
         texts, words = [], []
-        lines = _file(root, "conll2003", "eng.train").read_text(encoding="utf-8").splitlines()
+        lines = read_utf8(_file(root, "conll2003", "eng.train")).splitlines()
         for line in [*lines, ""]:
             if not line.strip() or line.startswith("-DOCSTART-"):
                 texts.append(" ".join(words))
@@ -94,7 +95,7 @@ def _read_in(root: str, source: str) -> tuple[str, ...]:
             else:
                 words.append(line.split(" ", 1)[0])
     else:
-        lines = _file(root, "aia", "agnews", "dev.tsv").read_text(encoding="utf-8").splitlines()
+        lines = read_utf8(_file(root, "aia", "agnews", "dev.tsv")).splitlines()
         texts = [line.rsplit("\t", 1)[0].strip() for line in lines if line.strip() and line != "text\tlabel"]
     return tuple(dict.fromkeys(t for t in texts if len(t.split()) >= 4))  # no fragments, no duplicates
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -59,12 +60,23 @@ class FeatureCache:
             return None
         try:
             return np.load(path, allow_pickle=False)
-        except (OSError, ValueError):
+        except Exception:  # noqa: BLE001 - zero-byte (EOFError), truncated or corrupt: recompute and overwrite
             return None
 
     def put(self, namespace: str, key: str, array: np.ndarray) -> None:
         """Store ``array`` atomically (write a temporary file, then rename)."""
         from bench.core.files import atomic_writer
 
-        with atomic_writer(self._path(namespace, key), "wb") as handle:
-            np.save(handle, array, allow_pickle=False)
+        global _warned
+        try:
+            with atomic_writer(self._path(namespace, key), "wb") as handle:
+                np.save(handle, array, allow_pickle=False)
+        except OSError as exc:  # read-only, full, or a file where the folder should be: run on without it
+            if not _warned:
+                _warned = True
+                print(f"warning: the feature cache {self.root} cannot be written ({exc.__class__.__name__}: "
+                      f"{exc.strerror or exc}); running without it (set BENCH_CACHE_DIR to a writable folder).",
+                      file=sys.stderr)
+
+
+_warned = False  # one warning per process for an unwritable cache

@@ -61,10 +61,22 @@ def leaderboard_frame(records: list[ResultRecord]):
     keys = [c for c in COLUMNS if c not in ("mean", "std", "n")]
     table = (
         frame.groupby(keys, dropna=False)["value"]
-        .agg(mean="mean", std=lambda v: float(v.std(ddof=1)) if len(v) > 1 else 0.0, n="count")
+        .agg(mean=_mean, std=_std, n="size")
         .reset_index()
     )
     return table[COLUMNS].sort_values(["task", "attack", "metric", "defense", "defense_args"]).reset_index(drop=True)
+
+
+def _mean(values) -> float:
+    """Mean over seeds; one NaN seed makes it NaN (a failed seed is never averaged away)."""
+    return float(values.mean(skipna=False))
+
+
+def _std(values) -> float:
+    """Sample standard deviation over seeds (0 for one seed); NaN when any seed is NaN."""
+    if values.isna().any():
+        return float("nan")
+    return float(values.std(ddof=1)) if len(values) > 1 else 0.0
 
 
 def summarize(store: ResultStore) -> tuple[Path, int, list[CorruptLine]]:
