@@ -17,7 +17,7 @@ from bench.core.components import (
 )
 from bench.core.errors import BenchError
 from bench.core.metrics import Metric
-from bench.core.params import added_later, require
+from bench.core.params import added_later, allows_infinity, require
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
 from bench.core.releases import Release, ReleaseKind
 from bench.core.spec import RunSpec
@@ -25,6 +25,7 @@ from bench.data.examples import Examples, TaskData
 
 __all__ = [
     "added_later",
+    "allows_infinity",
     "ATTACKS",
     "Attack",
     "BenchError",

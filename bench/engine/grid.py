@@ -137,6 +137,7 @@ def run_grid(
     again before each cell, so processes sharing it (``--shard``, or a second run of the same grid)
     skip what another one finished meanwhile.
     """
+    store.check_writable()  # before the first cell, so no finished cell is lost to an unwritable folder
     done = store.completed()
     ran = skipped = 0
     for spec in specs:

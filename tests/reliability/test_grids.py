@@ -64,3 +64,15 @@ def test_grid_file_that_is_not_utf8(tiny_data, results, tmp_path):
     path = write(tmp_path, GRID.replace("defenses: [none]", "# caf\xe9\ndefenses: [none]").encode("latin-1"))
     one_sentence(invoke("run", "--grid", path), f"grid file {path} is not UTF-8 text (line 4)")
     assert files_under(results) == []
+
+
+def test_run_grid_refuses_a_results_file_before_the_first_cell(tiny_data, tmp_path, monkeypatch):
+    import bench.engine.grid as grid_module
+    from bench.engine.grid import run_grid
+    from bench.results.store import ResultStore
+
+    target = tmp_path / "results"
+    target.write_text("")
+    monkeypatch.setattr(grid_module, "run_cell", lambda spec: pytest.fail("a cell ran"))
+    with pytest.raises(BenchError, match="is a file"):
+        run_grid(load_grid(write(tmp_path, GRID)), ResultStore(target))
