@@ -36,7 +36,7 @@ import numpy as np
 from filelock import FileLock
 
 from bench.core.params import require
-from bench.models.cache import cache_root
+from bench.models.cache import cache_root, scratch_instead
 from bench.models.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
 
 OBJECTIVES = ("vanilla", "prob", "denoising")
@@ -224,7 +224,9 @@ def adapt_encoder(mechanism, encoder_name: str, config: AdaptationConfig, device
     target = cache_root() / "adapted" / key
     if (target / "adaptation.json").is_file():
         return target
-    locks = cache_root() / "locks"
+    root = scratch_instead(cache_root())  # an unwritable cache: warned once, the checkpoint lives for this run
+    target = root / "adapted" / key
+    locks = root / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint
         if not (target / "adaptation.json").is_file():

@@ -67,16 +67,39 @@ class FeatureCache:
         """Store ``array`` atomically (write a temporary file, then rename)."""
         from bench.core.files import atomic_writer
 
-        global _warned
         try:
             with atomic_writer(self._path(namespace, key), "wb") as handle:
                 np.save(handle, array, allow_pickle=False)
         except OSError as exc:  # read-only, full, or a file where the folder should be: run on without it
-            if not _warned:
-                _warned = True
-                print(f"warning: the feature cache {self.root} cannot be written ({exc.__class__.__name__}: "
-                      f"{exc.strerror or exc}); running without it (set BENCH_CACHE_DIR to a writable folder).",
-                      file=sys.stderr)
+            warn_unwritable(self.root, exc)
 
 
 _warned = False  # one warning per process for an unwritable cache
+
+
+def warn_unwritable(folder: Path, exc: OSError) -> None:
+    """Say once per process that the cache cannot be written and the run goes on without it."""
+    global _warned
+    if not _warned:
+        _warned = True
+        print(f"warning: the cache {folder} cannot be written ({exc.__class__.__name__}: {exc.strerror or exc}); "
+              "running without it (set BENCH_CACHE_DIR to a writable folder).", file=sys.stderr)
+
+
+def scratch_instead(folder: Path) -> Path:
+    """``folder`` created if it can be; else (warned once) a temporary folder removed when the process ends."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+        return folder
+    except OSError as exc:
+        import atexit
+        import shutil
+        import tempfile
+
+        warn_unwritable(folder, exc)
+        scratch = Path(tempfile.mkdtemp(prefix="bench-cache-"))
+        atexit.register(shutil.rmtree, scratch, True)
+        return scratch

@@ -133,3 +133,17 @@ def test_zero_byte_cached_features_are_recomputed_end_to_end(tiny_data, results,
     second = invoke(*args)
     assert second.exit_code == 0, second.output
     assert all(path.stat().st_size > 0 for path in cached)
+
+
+def test_unwritable_cache_gives_adaptation_a_scratch_folder(tmp_path, monkeypatch, capsys):
+    import bench.models.cache as cache
+
+    blocker = tmp_path / "cache-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(cache, "_warned", False)
+    scratch = cache.scratch_instead(blocker)
+    assert scratch != blocker and scratch.is_dir()
+    (scratch / "adapted").mkdir()  # the checkpoint of this run can be written
+    cache.FeatureCache(blocker).put("enc", "a", np.ones(2, dtype=np.float32))
+    assert len([line for line in capsys.readouterr().err.splitlines() if "warning" in line]) == 1
+    assert cache.scratch_instead(tmp_path / "fine") == tmp_path / "fine"
