@@ -1,13 +1,15 @@
 """``bench perf --ndd``: candidates scored per second by the batched NDD metric, against the plain loop.
 
 Workload (Li et al. §4 on CoNLL-03): sentences of ``conll2003/eng.train`` that hold a gold entity; per
-sentence one entity (drawn at random) is the span, and ``candidates`` entities of the same type drawn
-from other sentences are its replacements. Words are tokenized with the MLM's WordPiece tokenizer; the
-span is the entity's tokens. The batched scorer (``ndd_scores`` with a fresh ``OriginalDistributions``
-per sentence, exact: tol = 0) runs on all sentences; the plain loop (``ndd_scores_loop``) on the first
-``loop_sentences`` of them (its rate is per candidate, so it extrapolates). Both count the original
-sentence's distributions in their time. The target is a batched rate at least ``TARGET_SPEEDUP`` times
-the loop's. The MLM's head may be untrained (minilm): the cost does not depend on its weights.
+sentence one entity (drawn at random) is the span, and its replacements are ``candidates`` distinct surface
+forms of the same entity type found in the corpus, never the entity's own form (so the batched scorer's
+skipping of duplicate and identical candidates plays no part in the timing). Words are tokenized with the
+MLM's WordPiece tokenizer; the span is the entity's tokens. The batched scorer (``ndd_scores`` with a
+fresh ``OriginalDistributions`` per sentence, exact: tol = 0) runs on all sentences; the plain loop
+(``ndd_scores_loop``) on the first ``loop_sentences`` of them (its rate is per candidate, so it
+extrapolates). Both count the original sentence's distributions in their time. The target is a batched
+rate at least ``TARGET_SPEEDUP`` times the loop's. The MLM's head may be untrained (minilm): the cost does
+not depend on its weights.
 """
 
 from __future__ import annotations
@@ -56,10 +58,11 @@ def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[di
 
     corpus = read_conll(data_dir().joinpath(*CONLL_FILE))
     found = [entities(tags) for _, tags in corpus]
-    pool: dict[str, list[tuple[int, list[str]]]] = {}
+    forms: dict[str, dict[tuple[str, ...], None]] = {}  # distinct surface forms per entity type, in corpus order
     for s, spans in enumerate(found):
         for kind, start, end in spans:
-            pool.setdefault(kind, []).append((s, corpus[s][0][start:end]))
+            forms.setdefault(kind, {})[tuple(corpus[s][0][start:end])] = None
+    pool = {kind: list(seen) for kind, seen in forms.items()}
     rng = numpy_generator(seed, "ndd-perf")
     eligible = [s for s, spans in enumerate(found) if spans]
     if len(eligible) < sentences:
@@ -76,9 +79,10 @@ def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[di
         inside = [t for t, w in enumerate(word_ids) if w is not None and start <= w < end]
         if not inside or len(encoded["input_ids"]) > MAX_TOKENS:
             continue
-        others = [entry for entry in pool[kind] if entry[0] != s]
-        picked = rng.choice(len(others), size=candidates, replace=len(others) < candidates)
-        replacements = [np.asarray(tokenizer(others[p][1], is_split_into_words=True, add_special_tokens=False)
+        own = tuple(words[start:end])
+        others = [form for form in pool[kind] if form != own]
+        picked = rng.choice(len(others), size=min(candidates, len(others)), replace=False)
+        replacements = [np.asarray(tokenizer(list(others[p]), is_split_into_words=True, add_special_tokens=False)
                                    ["input_ids"], dtype=np.int64) for p in picked]
         items.append({"ids": np.asarray(encoded["input_ids"], dtype=np.int64), "span": (inside[0], inside[-1] + 1),
                       "candidates": replacements})

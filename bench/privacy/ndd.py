@@ -30,11 +30,13 @@ What is computed, exactly (our reading of Eq. 6-12, in our words and indices):
 Cost. The original's n masked copies are run once per sentence (``OriginalDistributions``; reusable for
 every span and candidate of that sentence); each candidate adds (n - span length) masked copies, all
 candidates' copies stacked into batches of ``batch_size`` rows, the vocabulary projection applied at the
-masked position only. ``tol = 0`` (default) is exact. With ``tol > 0`` positions whose weight mu ** d is
-below ``tol`` are neither run nor summed: the result is then a lower bound of the exact NDD (every KL is
->= 0), short by sum_skipped a_k l_k, which has no a-priori bound because KL between two softmaxes over V
-is not bounded; use it only where that is acceptable. ``ndd_scores_loop`` is the plain reference (one
-forward per position of the original, then one per position per candidate, full logits, no batching).
+masked position only. Identical candidates are run once, and a candidate equal to the span's own tokens
+scores exactly 0 without a forward pass (then d' = d at every position). ``tol = 0`` (default) is exact.
+With ``tol > 0`` positions whose weight mu ** d is below ``tol`` are neither run nor summed: the result is
+then a lower bound of the exact NDD (every KL is >= 0), short by sum_skipped a_k l_k, which has no a-priori
+bound because KL between two softmaxes over V is not bounded; use it only where that is acceptable.
+``ndd_scores_loop`` is the plain reference (one forward per position of the original, then one per
+position per candidate, full logits, no batching, no deduplication).
 """
 
 from __future__ import annotations
@@ -179,8 +181,6 @@ def ndd_scores(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
     ``original`` is the sentence's ``OriginalDistributions`` when the caller keeps one (it must hold the
     same ids); otherwise it is computed here. Returns float64 scores, one per candidate, in input order.
     """
-    import torch
-
     ids, start, end, candidates = _check(mlm, original_ids, span, candidates_ids, mu, tol)
     if batch_size < 1:
         raise BenchError(f"batch_size must be at least 1, got {batch_size}.")
@@ -189,9 +189,25 @@ def ndd_scores(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
     elif not np.array_equal(original.ids, ids):
         raise BenchError("the OriginalDistributions given were computed for a different sentence.")
     positions, _, weight = unchanged_positions(len(ids), start, end, mu, tol)
-    scores = np.zeros(len(candidates), dtype=np.float64)
     if len(positions) == 0:
-        return scores
+        return np.zeros(len(candidates), dtype=np.float64)
+    # identical candidates are scored once; the span's own tokens edit nothing (d' = d, NDD = 0 by Eq. 11)
+    unique: dict[bytes, int] = {}
+    slot = np.array([unique.setdefault(c.tobytes(), len(unique)) for c in candidates])
+    firsts = [candidates[int(np.flatnonzero(slot == u)[0])] for u in range(len(unique))]
+    same = ids[start:end].tobytes()
+    scored = [u for u, c in enumerate(firsts) if c.tobytes() != same]
+    scores = np.zeros(len(firsts), dtype=np.float64)
+    if scored:
+        _score_into(mlm, ids, start, end, [firsts[u] for u in scored], positions, weight, original, batch_size,
+                    scores, np.asarray(scored))
+    return scores[slot]
+
+
+def _score_into(mlm, ids, start, end, candidates, positions, weight, original, batch_size, scores, target):
+    """Add the weighted KLs of every masked copy of every candidate c into ``scores[target[c]]``."""
+    import torch
+
     mask_id = mlm.tokenizer.mask_token_id
     # every masked copy of every candidate: (candidate, original position, edited frame index), by length
     order = sorted(range(len(candidates)), key=lambda c: len(candidates[c]))
@@ -220,8 +236,7 @@ def ndd_scores(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
             log_q = _log_probs_at(mlm, rows, where[lo:hi])
             log_p = original.log_probs[torch.as_tensor(source[lo:hi])]
             kl = (log_q.exp() * (log_q - log_p)).sum(dim=1).cpu().numpy()
-            np.add.at(scores, owner[lo:hi], row_weight[lo:hi] * kl)
-    return scores
+            np.add.at(scores, target[owner[lo:hi]], row_weight[lo:hi] * kl)
 
 
 def ndd_scores_loop(mlm, original_ids, span, candidates_ids: Sequence, mu: float) -> np.ndarray:
