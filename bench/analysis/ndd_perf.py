@@ -115,9 +115,12 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
     with torch.inference_mode():
         batched(items[0])  # warm-up: kernels and allocator
     progress(f"batched NDD on {sentences} sentences x {candidates} candidates")
-    started = time.perf_counter()
-    scores = [batched(item) for item in items]
-    batched_s = time.perf_counter() - started
+    scores, item_s = [], []
+    for item in items:
+        started = time.perf_counter()
+        scores.append(batched(item))
+        item_s.append(time.perf_counter() - started)
+    batched_s = float(np.sum(item_s))
     progress(f"plain loop on {loop_sentences} sentences")
     started = time.perf_counter()
     loop_scores = [ndd_scores_loop(mlm, item["ids"], item["span"], item["candidates"], mu)
@@ -137,6 +140,9 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
         "batched_s": batched_s, "batched_candidates_per_s": batched_rate,
         "loop_s": loop_s, "loop_candidates_per_s": loop_rate,
         "speedup": batched_rate / loop_rate if loop_rate else None, "target": TARGET_SPEEDUP,
+        # like for like: the batched scorer's time on the very sentences the loop ran
+        "batched_subset_s": float(np.sum(item_s[:loop_sentences])),
+        "subset_speedup": float(loop_s / np.sum(item_s[:loop_sentences])) if loop_sentences else None,
         "max_abs_difference": difference, "max_abs_score": scale, "machine": machine_info(),
     }
 
@@ -155,6 +161,11 @@ def ndd_table(row: dict[str, Any]):
                   f"{row['speedup']:.1f}x" if row["speedup"] else "-",
                   ("met" if row["speedup"] >= row["target"] else "missed") if row["speedup"] else "-")
     if row["loop_candidates_per_s"]:
+        subset = row["loop_sentences"] * row["candidates"]
+        table.add_row("batched, the loop's sentences", str(row["loop_sentences"]), str(subset),
+                      f"{row['batched_subset_s']:.1f}", f"{subset / row['batched_subset_s']:.2f}",
+                      f"{row['subset_speedup']:.1f}x",
+                      "met" if row["subset_speedup"] >= row["target"] else "missed")
         table.add_row("plain loop", str(row["loop_sentences"]), str(row["loop_sentences"] * row["candidates"]),
                       f"{row['loop_s']:.1f}", f"{row['loop_candidates_per_s']:.2f}", "1.0x", "")
     agreement = "" if row["max_abs_difference"] is None else \

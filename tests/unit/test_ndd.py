@@ -124,3 +124,40 @@ def test_bad_input_raises_one_sentence(tiny_mlm, call, message):
         call(tiny_mlm, original)
     text = str(info.value)
     assert text.endswith(".") and "\n" not in text
+
+
+def test_duplicates_run_once_and_the_span_itself_scores_exactly_zero(tiny_mlm, monkeypatch):
+    import bench.privacy.ndd as ndd
+
+    original = ids(tiny_mlm, "he met them in paris yesterday")
+    rome, york = ids(tiny_mlm, "rome"), ids(tiny_mlm, "new york city")
+    seen, real = [], ndd._log_probs_at
+
+    def counting(mlm, rows, where):
+        seen.append(len(rows))
+        return real(mlm, rows, where)
+
+    monkeypatch.setattr(ndd, "_log_probs_at", counting)
+    cache = OriginalDistributions(tiny_mlm, original)
+    seen.clear()
+    scores = ndd_scores(tiny_mlm, original, (4, 5), [rome, original[4:5], york, rome], 0.7, original=cache)
+    assert sum(seen) == 2 * (len(original) - 1)  # two distinct edits, one masked copy per unchanged position
+    assert scores[1] == 0.0 and scores[0] == scores[3]
+    np.testing.assert_allclose(scores, ndd_scores_loop(tiny_mlm, original, (4, 5), [rome, original[4:5], york, rome],
+                                                       0.7), rtol=0, atol=1e-6)
+
+
+def test_conll_reader_and_iob1_entities(tmp_path):
+    from bench.analysis.ndd_perf import entities, read_conll
+
+    path = tmp_path / "eng.train"
+    path.write_text("-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\nGerman JJ I-NP I-MISC\n"
+                    "call NN I-NP O\n\nPeter NNP I-NP I-PER\nBlackburn NNP I-NP I-PER\nand CC O O\n"
+                    "Anna NNP I-NP B-PER\nx NN O I-LOC\n", encoding="utf-8")
+    sentences = read_conll(path)
+    assert [words for words, _ in sentences] == [["EU", "rejects", "German", "call"],
+                                                 ["Peter", "Blackburn", "and", "Anna", "x"]]
+    assert entities(sentences[0][1]) == [("ORG", 0, 1), ("MISC", 2, 3)]
+    assert entities(sentences[1][1]) == [("PER", 0, 2), ("PER", 3, 4), ("LOC", 4, 5)]
+    with pytest.raises(BenchError, match="does not exist"):
+        read_conll(tmp_path / "missing")
