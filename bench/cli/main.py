@@ -290,12 +290,21 @@ def perf(
     steps: int = typer.Option(10, help="With --adaptation: timed pretraining steps."),
     warmup: int = typer.Option(1, help="With --adaptation: untimed steps first (SanText's row cache fills)."),
     batch_size: int = typer.Option(16, "--batch-size", help="With --adaptation: sequences per step."),
+    ndd: bool = typer.Option(False, "--ndd", help="Time the NDD metric instead: candidates scored per second on "
+                             "CoNLL-03, batched against the plain loop."),
+    ndd_sentences: int = typer.Option(200, "--ndd-sentences", help="With --ndd: sentences scored batched."),
+    ndd_loop_sentences: int = typer.Option(10, "--ndd-loop-sentences",
+                                           help="With --ndd: the first sentences also scored by the plain loop."),
+    candidates: int = typer.Option(8, "--candidates", help="With --ndd: same-type replacements per entity (k)."),
     plugin: Optional[List[Path]] = PluginOption,
 ) -> None:
     """Time each mechanism (tokens/s) against the float32 matrix-product ceiling of exact search."""
     from bench.analysis.perf import perf_table, run_perf, write_json
 
     _load_plugins(plugin)
+    if ndd:
+        _perf_ndd(encoder, ndd_sentences, ndd_loop_sentences, candidates, seed, json_path)
+        return
     if adaptation:
         _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path)
         return
@@ -304,6 +313,19 @@ def perf(
     (out if out.is_terminal else Console(width=160)).print(perf_table(report))
     if json_path is not None:
         write_json(report, json_path)
+        out.print(f"wrote {json_path}", highlight=False)
+
+
+def _perf_ndd(encoder, sentences, loop_sentences, candidates, seed, json_path) -> None:
+    import json
+
+    from bench.analysis.ndd_perf import ndd_table, run_ndd_perf
+
+    row = run_ndd_perf(encoder, sentences, loop_sentences, candidates, seed=seed,
+                       progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
+    (out if out.is_terminal else Console(width=160)).print(ndd_table(row))
+    if json_path is not None:
+        json_path.write_text(json.dumps(row, indent=2, default=str), encoding="utf-8")
         out.print(f"wrote {json_path}", highlight=False)
 
 

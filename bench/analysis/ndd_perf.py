@@ -1,0 +1,175 @@
+"""``bench perf --ndd``: candidates scored per second by the batched NDD metric, against the plain loop.
+
+Workload (Li et al. §4 on CoNLL-03): sentences of ``conll2003/eng.train`` that hold a gold entity; per
+sentence one entity (drawn at random) is the span, and its replacements are ``candidates`` distinct surface
+forms of the same entity type found in the corpus, never the entity's own form (so the batched scorer's
+skipping of duplicate and identical candidates plays no part in the timing). Words are tokenized with the
+MLM's WordPiece tokenizer; the span is the entity's tokens. The batched scorer (``ndd_scores`` with a
+fresh ``OriginalDistributions`` per sentence, exact: tol = 0) runs on all sentences; the plain loop
+(``ndd_scores_loop``) on the first ``loop_sentences`` of them (its rate is per candidate, so it
+extrapolates). Both count the original sentence's distributions in their time. The target is a batched
+rate at least ``TARGET_SPEEDUP`` times the loop's. The MLM's head may be untrained (minilm): the cost does
+not depend on its weights.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from bench.core.errors import BenchError
+
+TARGET_SPEEDUP = 10.0  # batched candidates/s must be at least this many times the plain loop's
+CONLL_FILE = ("conll2003", "eng.train")
+MAX_TOKENS = 126  # longer sentences (a few CoNLL tables) are left out of the workload
+
+
+def read_conll(path: Path) -> list[tuple[list[str], list[str]]]:
+    """Sentences of a CoNLL-2003 column file: (words, NER tags), first and last column; -DOCSTART- dropped."""
+    if not path.is_file():
+        raise BenchError(f"{path} does not exist; set BENCH_DATA_DIR to the folder that holds conll2003/.")
+    sentences, words, tags = [], [], []
+    for line in path.read_text(encoding="utf-8").splitlines() + [""]:
+        columns = line.split()
+        if not columns:
+            if words and words[0] != "-DOCSTART-":
+                sentences.append((words, tags))
+            words, tags = [], []
+            continue
+        words.append(columns[0])
+        tags.append(columns[-1])
+    return sentences
+
+
+def entities(tags: list[str]) -> list[tuple[str, int, int]]:
+    """(type, first word, end word exclusive) of each entity of IOB1 tags (seqeval reads I- after O as a start)."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    return [(kind, start, end + 1) for kind, start, end in get_entities(tags)]
+
+
+def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``sentences`` items {ids, span, candidates} drawn from CoNLL-03 train (see the module docstring)."""
+    from bench.core.seeding import numpy_generator
+    from bench.data.examples import data_dir
+
+    corpus = read_conll(data_dir().joinpath(*CONLL_FILE))
+    found = [entities(tags) for _, tags in corpus]
+    forms: dict[str, dict[tuple[str, ...], None]] = {}  # distinct surface forms per entity type, in corpus order
+    for s, spans in enumerate(found):
+        for kind, start, end in spans:
+            forms.setdefault(kind, {})[tuple(corpus[s][0][start:end])] = None
+    pool = {kind: list(seen) for kind, seen in forms.items()}
+    rng = numpy_generator(seed, "ndd-perf")
+    eligible = [s for s, spans in enumerate(found) if spans]
+    if len(eligible) < sentences:
+        raise BenchError(f"CoNLL-03 train has {len(eligible)} sentences with an entity; asked for {sentences}.")
+    tokenizer = mlm.tokenizer
+    items = []
+    for s in rng.permutation(eligible):
+        if len(items) == sentences:
+            break
+        words = corpus[s][0]
+        kind, start, end = found[s][rng.integers(len(found[s]))]
+        encoded = tokenizer(words, is_split_into_words=True, add_special_tokens=False)
+        word_ids = encoded.word_ids()
+        inside = [t for t, w in enumerate(word_ids) if w is not None and start <= w < end]
+        if not inside or len(encoded["input_ids"]) > MAX_TOKENS:
+            continue
+        own = tuple(words[start:end])
+        others = [form for form in pool[kind] if form != own]
+        picked = rng.choice(len(others), size=min(candidates, len(others)), replace=False)
+        replacements = [np.asarray(tokenizer(list(others[p]), is_split_into_words=True, add_special_tokens=False)
+                                   ["input_ids"], dtype=np.int64) for p in picked]
+        items.append({"ids": np.asarray(encoded["input_ids"], dtype=np.int64), "span": (inside[0], inside[-1] + 1),
+                      "candidates": replacements})
+    return items
+
+
+def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: int = 10, candidates: int = 8,
+                 mu: float = 0.5, batch_size: int = 64, seed: int = 0,
+                 progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """Time the batched NDD scorer and the plain loop on the CoNLL-03 workload; return the figures."""
+    import torch
+
+    from bench.analysis.perf import machine_info
+    from bench.models.mlm import load_mlm
+    from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop
+
+    if sentences < 1 or candidates < 1 or loop_sentences < 0:
+        raise BenchError(f"need at least one sentence and one candidate, got {sentences} and {candidates}.")
+    if loop_sentences > sentences:
+        raise BenchError(f"loop_sentences ({loop_sentences}) cannot exceed sentences ({sentences}).")
+    progress(f"loading the masked LM {encoder}")
+    mlm = load_mlm(encoder)
+    items = ndd_workload(mlm, sentences, candidates, seed)
+
+    def batched(item):
+        cache = OriginalDistributions(mlm, item["ids"], batch_size)
+        return ndd_scores(mlm, item["ids"], item["span"], item["candidates"], mu, original=cache,
+                          batch_size=batch_size)
+
+    with torch.inference_mode():
+        batched(items[0])  # warm-up: kernels and allocator
+    progress(f"batched NDD on {sentences} sentences x {candidates} candidates")
+    scores, item_s = [], []
+    for item in items:
+        started = time.perf_counter()
+        scores.append(batched(item))
+        item_s.append(time.perf_counter() - started)
+    batched_s = float(np.sum(item_s))
+    progress(f"plain loop on {loop_sentences} sentences")
+    started = time.perf_counter()
+    loop_scores = [ndd_scores_loop(mlm, item["ids"], item["span"], item["candidates"], mu)
+                   for item in items[:loop_sentences]]
+    loop_s = time.perf_counter() - started
+    difference = max(float(np.max(np.abs(a - b))) for a, b in zip(scores, loop_scores)) if loop_scores else None
+    scale = max(float(np.max(np.abs(b))) for b in loop_scores) if loop_scores else None
+    batched_rate = sentences * candidates / batched_s
+    loop_rate = loop_sentences * candidates / loop_s if loop_sentences else None
+    tokens = [len(item["ids"]) for item in items]
+    return {
+        "encoder": encoder, "head": mlm.head, "sentences": sentences, "loop_sentences": loop_sentences,
+        "candidates": candidates, "mu": mu, "batch_size": batch_size, "seed": seed,
+        "mean_tokens": float(np.mean(tokens)),
+        "masked_rows": int(sum(len(i["ids"]) + sum(len(i["ids"]) - (i["span"][1] - i["span"][0])
+                                                   for _ in i["candidates"]) for i in items)),
+        "batched_s": batched_s, "batched_candidates_per_s": batched_rate,
+        "loop_s": loop_s, "loop_candidates_per_s": loop_rate,
+        "speedup": batched_rate / loop_rate if loop_rate else None, "target": TARGET_SPEEDUP,
+        # like for like: the batched scorer's time on the very sentences the loop ran
+        "batched_subset_s": float(np.sum(item_s[:loop_sentences])),
+        "subset_speedup": float(loop_s / np.sum(item_s[:loop_sentences])) if loop_sentences else None,
+        "max_abs_difference": difference, "max_abs_score": scale, "machine": machine_info(),
+    }
+
+
+def ndd_table(row: dict[str, Any]):
+    """The rich table of ``run_ndd_perf``'s figures."""
+    from rich.table import Table
+
+    table = Table(title=f"NDD metric: candidates scored per second on CoNLL-03 train ({row['encoder']}, "
+                        f"k={row['candidates']}, exact, target >= {row['target']:.0f}x the plain loop)")
+    for column in ("scorer", "sentences", "candidates", "seconds", "candidates/s", "speedup", "target"):
+        table.add_column(column, justify="left" if column == "scorer" else "right")
+    table.add_row(f"batched (batch {row['batch_size']})", str(row["sentences"]),
+                  str(row["sentences"] * row["candidates"]), f"{row['batched_s']:.1f}",
+                  f"{row['batched_candidates_per_s']:.2f}",
+                  f"{row['speedup']:.1f}x" if row["speedup"] else "-",
+                  ("met" if row["speedup"] >= row["target"] else "missed") if row["speedup"] else "-")
+    if row["loop_candidates_per_s"]:
+        subset = row["loop_sentences"] * row["candidates"]
+        table.add_row("batched, the loop's sentences", str(row["loop_sentences"]), str(subset),
+                      f"{row['batched_subset_s']:.1f}", f"{subset / row['batched_subset_s']:.2f}",
+                      f"{row['subset_speedup']:.1f}x",
+                      "met" if row["subset_speedup"] >= row["target"] else "missed")
+        table.add_row("plain loop", str(row["loop_sentences"]), str(row["loop_sentences"] * row["candidates"]),
+                      f"{row['loop_s']:.1f}", f"{row['loop_candidates_per_s']:.2f}", "1.0x", "")
+    agreement = "" if row["max_abs_difference"] is None else \
+        f"max |batched - loop| = {row['max_abs_difference']:.2e} (largest score {row['max_abs_score']:.2f}); "
+    table.caption = (f"mean {row['mean_tokens']:.1f} tokens/sentence; {agreement}"
+                     f"load average {row['machine'].get('load_average')}")
+    return table

@@ -1,0 +1,271 @@
+"""Neighboring Distribution Divergence (NDD): how much replacing one span disturbs an MLM's view of the rest.
+
+Paper: Li et al., "Semantics-Preserved Distortion for Personal Privacy Protection in Information
+Management", §3.2 (Eq. 6-12), which takes the metric from Peng et al.; §4 (Eq. 13-15) uses it to pick,
+among k candidate fillers of a sensitive span, the one with the smallest NDD. Written from the paper's
+text only.
+
+What is computed, exactly (our reading of Eq. 6-12, in our words and indices):
+
+* The sentence is ``original_ids``: the MLM tokenizer's ids of the sentence *without* special tokens,
+  n tokens, 0-based. Every model input is ``[CLS] tokens [SEP]``. A "position" is one token of that
+  tokenization (a WordPiece, not a whitespace word): the paper speaks of words, a masked LM sees tokens.
+* The edit replaces the half-open span ``[start, end)`` (the paper's x_i..x_j with i = start,
+  j = end - 1; never empty) by a candidate ``v`` of any length m >= 0, giving the edited sentence
+  ``tokens[:start] + v + tokens[end:]`` (Eq. 6).
+* Positions that count: every unchanged token, i.e. each original position k with k < start or
+  k >= end (Eq. 10 and the sum of Eq. 12). The span's own positions and the candidate's tokens never
+  count; special tokens never count. If the span is the whole sentence, nothing counts and NDD = 0.
+* Alignment: an unchanged token keeps its index left of the span; right of it, original position k is
+  edited position ``k + m - (end - start)`` (the token shifts by the length difference).
+* Distributions (Eq. 7-9): d_k = softmax over the MLM's whole output vocabulary (the paper's c-word
+  dictionary) of the logits at position k of the original with only position k replaced by [MASK];
+  d'_k the same at the aligned position of the edited sentence with only that position masked.
+* Divergence (Eq. 11), in the direction printed: l_k = KL(d'_k || d_k) = sum_w d'_k(w) log(d'_k(w) / d_k(w)),
+  the edited sentence's distribution first. Computed in float64 from the float32 logits.
+* Weights (Eq. 12): a_k = mu ** min(|k - i|, |k - j|) on original indices, so the tokens next to the
+  span get mu ** 1, the next ones mu ** 2, ...; 0 < mu <= 1 (the paper requires mu <= 1; mu = 1 weighs
+  all unchanged tokens equally). NDD = sum_k a_k l_k, no normalisation.
+
+Cost. The original's n masked copies are run once per sentence (``OriginalDistributions``; reusable for
+every span and candidate of that sentence); each candidate adds (n - span length) masked copies, all
+candidates' copies stacked into batches of ``batch_size`` rows, the vocabulary projection applied at the
+masked position only. Identical candidates are run once, and a candidate equal to the span's own tokens
+scores exactly 0 without a forward pass (then d' = d at every position). ``tol = 0`` (default) is exact.
+With ``tol > 0`` positions whose weight mu ** d is below ``tol`` are neither run nor summed: the result is
+then a lower bound of the exact NDD (every KL is >= 0), short by sum_skipped a_k l_k, which has no a-priori
+bound because KL between two softmaxes over V is not bounded; use it only where that is acceptable.
+``ndd_scores_loop`` is the plain reference (one forward per position of the original, then one per
+position per candidate, full logits, no batching, no deduplication).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from bench.core.errors import BenchError
+
+BATCH_SIZE = 64  # masked copies per forward pass
+
+
+def _as_ids(ids, what: str) -> np.ndarray:
+    array = np.asarray(ids)
+    if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+        raise BenchError(f"{what} must be a one-dimensional sequence of token ids, got shape {array.shape} "
+                         f"of {array.dtype}.")
+    return array.astype(np.int64)
+
+
+def _check_ids(mlm, ids: np.ndarray, what: str) -> None:
+    vocab = int(mlm.model.config.vocab_size)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+        raise BenchError(f"{what} holds ids outside the MLM's vocabulary of {vocab} tokens.")
+    limit = int(getattr(mlm.model.config, "max_position_embeddings", 512))
+    if len(ids) + 2 > limit:
+        raise BenchError(f"{what} has {len(ids)} tokens; with [CLS] and [SEP] the MLM takes at most "
+                         f"{limit - 2}.")
+
+
+def _frame(mlm, ids: np.ndarray) -> np.ndarray:
+    tokenizer = mlm.tokenizer
+    return np.concatenate([[tokenizer.cls_token_id], ids, [tokenizer.sep_token_id]]).astype(np.int64)
+
+
+def _log_probs_at(mlm, rows: np.ndarray, where: np.ndarray):
+    """float64 log-softmax over the vocabulary at ``where[r]`` of each equal-or-padded row (one forward)."""
+    import torch
+
+    from bench.models.mlm import _prediction_head
+
+    device = mlm.model.device
+    ids = torch.as_tensor(rows, device=device)
+    attention = (ids != -1).long()  # rows are given padded with -1
+    ids = ids.clamp_min(0)
+    if not bool(attention.all()):
+        ids = torch.where(attention.bool(), ids, torch.full_like(ids, mlm.tokenizer.pad_token_id))
+    batch = {"input_ids": ids, "attention_mask": attention}
+    if getattr(mlm.model.config, "type_vocab_size", 0) > 1:
+        batch["token_type_ids"] = torch.zeros_like(ids)
+    index = torch.arange(len(rows), device=device)
+    column = torch.as_tensor(where, device=device)
+    head = _prediction_head(mlm.model)
+    if head is not None:
+        logits = head(mlm.model.base_model(**batch).last_hidden_state[index, column])
+    else:
+        logits = mlm.model(**batch).logits[index, column]
+    return torch.log_softmax(logits.double(), dim=-1)
+
+
+def _masked_rows(frame: np.ndarray, positions: np.ndarray, mask_id: int) -> np.ndarray:
+    """One copy of ``frame`` per position (frame index), that position replaced by [MASK]."""
+    rows = np.tile(frame, (len(positions), 1))
+    rows[np.arange(len(positions)), positions] = mask_id
+    return rows
+
+
+@dataclass
+class OriginalDistributions:
+    """The MLM's masked distribution at every position of one original sentence, computed once.
+
+    ``log_probs[k]`` is log d_k (float64, whole vocabulary) for sentence position k (no special tokens);
+    reuse one object for every span and candidate set of the same sentence.
+    """
+
+    mlm: Any
+    ids: Any  # token ids of the sentence, no special tokens
+    batch_size: int = BATCH_SIZE  # masked copies per forward pass
+    log_probs: Any = field(init=False, repr=False)  # torch float64 (n, vocab)
+
+    def __post_init__(self):
+        import torch
+
+        self.ids = _as_ids(self.ids, "the original sentence")
+        if len(self.ids) == 0:
+            raise BenchError("the original sentence is empty; NDD needs at least one token.")
+        _check_ids(self.mlm, self.ids, "the original sentence")
+        if self.batch_size < 1:
+            raise BenchError(f"batch_size must be at least 1, got {self.batch_size}.")
+        n = len(self.ids)
+        rows = _masked_rows(_frame(self.mlm, self.ids), np.arange(n) + 1, self.mlm.tokenizer.mask_token_id)
+        parts = []
+        with torch.inference_mode():
+            for start in range(0, n, self.batch_size):
+                parts.append(_log_probs_at(self.mlm, rows[start: start + self.batch_size],
+                                           np.arange(start, min(n, start + self.batch_size)) + 1))
+        self.log_probs = torch.cat(parts)
+
+
+def _check(mlm, original_ids, span, candidates_ids, mu: float, tol: float):
+    ids = _as_ids(original_ids, "the original sentence")
+    if len(ids) == 0:
+        raise BenchError("the original sentence is empty; NDD needs at least one token.")
+    try:
+        start, end = (int(v) for v in span)
+    except (TypeError, ValueError) as exc:
+        raise BenchError(f"span must be a pair (start, end) of token indices, got {span!r}.") from exc
+    if not 0 <= start < end <= len(ids):
+        raise BenchError(f"span [{start}, {end}) is not a non-empty span of the {len(ids)}-token sentence "
+                         f"(need 0 <= start < end <= {len(ids)}).")
+    if isinstance(candidates_ids, np.ndarray) and candidates_ids.ndim == 1:
+        raise BenchError("candidates_ids must be a list of candidate id sequences, got one flat array.")
+    candidates = [_as_ids(c, f"candidate {number}") for number, c in enumerate(candidates_ids)]
+    if len(candidates) < 1:
+        raise BenchError("NDD needs at least one candidate replacement (k >= 1), got none.")
+    if not 0.0 < float(mu) <= 1.0:
+        raise BenchError(f"mu must lie in (0, 1], got {mu}.")
+    if not 0.0 <= float(tol) < 1.0:
+        raise BenchError(f"tol must lie in [0, 1), got {tol}.")
+    _check_ids(mlm, ids, "the original sentence")
+    for number, candidate in enumerate(candidates):
+        _check_ids(mlm, np.concatenate([ids[:start], candidate, ids[end:]]), f"edited sentence {number}")
+    return ids, start, end, candidates
+
+
+def unchanged_positions(n: int, start: int, end: int, mu: float, tol: float = 0.0):
+    """Original positions that count, their distance min(|k - i|, |k - j|) and weight mu ** distance
+    (positions with weight < ``tol`` left out)."""
+    positions = np.concatenate([np.arange(start), np.arange(end, n)]).astype(np.int64)
+    distance = np.where(positions < start, start - positions, positions - (end - 1))
+    weight = float(mu) ** distance.astype(np.float64)
+    keep = weight >= tol
+    return positions[keep], distance[keep], weight[keep]
+
+
+def ndd_scores(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, tol: float = 0.0,
+               original: OriginalDistributions | None = None, batch_size: int = BATCH_SIZE) -> np.ndarray:
+    """NDD(X, X̌_c) for each candidate c replacing ``span = (start, end)`` of ``original_ids`` (batched).
+
+    ``original`` is the sentence's ``OriginalDistributions`` when the caller keeps one (it must hold the
+    same ids); otherwise it is computed here. Returns float64 scores, one per candidate, in input order.
+    """
+    ids, start, end, candidates = _check(mlm, original_ids, span, candidates_ids, mu, tol)
+    if batch_size < 1:
+        raise BenchError(f"batch_size must be at least 1, got {batch_size}.")
+    if original is None:
+        original = OriginalDistributions(mlm, ids, batch_size)
+    elif not np.array_equal(original.ids, ids):
+        raise BenchError("the OriginalDistributions given were computed for a different sentence.")
+    positions, _, weight = unchanged_positions(len(ids), start, end, mu, tol)
+    if len(positions) == 0:
+        return np.zeros(len(candidates), dtype=np.float64)
+    # identical candidates are scored once; the span's own tokens edit nothing (d' = d, NDD = 0 by Eq. 11)
+    unique: dict[bytes, int] = {}
+    slot = np.array([unique.setdefault(c.tobytes(), len(unique)) for c in candidates])
+    firsts = [candidates[int(np.flatnonzero(slot == u)[0])] for u in range(len(unique))]
+    same = ids[start:end].tobytes()
+    scored = [u for u, c in enumerate(firsts) if c.tobytes() != same]
+    scores = np.zeros(len(firsts), dtype=np.float64)
+    if scored:
+        _score_into(mlm, ids, start, end, [firsts[u] for u in scored], positions, weight, original, batch_size,
+                    scores, np.asarray(scored))
+    return scores[slot]
+
+
+def _score_into(mlm, ids, start, end, candidates, positions, weight, original, batch_size, scores, target):
+    """Add the weighted KLs of every masked copy of every candidate c into ``scores[target[c]]``."""
+    import torch
+
+    mask_id = mlm.tokenizer.mask_token_id
+    # every masked copy of every candidate: (candidate, original position, edited frame index), by length
+    order = sorted(range(len(candidates)), key=lambda c: len(candidates[c]))
+    blocks, owner, source, where = [], [], [], []
+    for c in order:
+        shift = len(candidates[c]) - (end - start)
+        edited = np.where(positions < start, positions, positions + shift) + 1  # +1: [CLS]
+        frame = _frame(mlm, np.concatenate([ids[:start], candidates[c], ids[end:]]))
+        blocks.append(_masked_rows(frame, edited, mask_id))
+        owner.append(np.full(len(positions), c))
+        source.append(positions)
+        where.append(edited)
+    owner, source, where = np.concatenate(owner), np.concatenate(source), np.concatenate(where)
+    row_weight = np.tile(weight, len(candidates))
+    width = np.repeat([b.shape[1] for b in blocks], [len(b) for b in blocks])
+    total = len(owner)
+    with torch.inference_mode():
+        block_start = np.cumsum([0] + [len(b) for b in blocks])
+        for lo in range(0, total, batch_size):
+            hi = min(total, lo + batch_size)
+            rows = np.full((hi - lo, int(width[lo:hi].max())), -1, dtype=np.int64)
+            for b, block in enumerate(blocks):  # copy the part of each block that falls in [lo, hi)
+                a, z = max(lo, block_start[b]), min(hi, block_start[b + 1])
+                if a < z:
+                    rows[a - lo: z - lo, : block.shape[1]] = block[a - block_start[b]: z - block_start[b]]
+            log_q = _log_probs_at(mlm, rows, where[lo:hi])
+            log_p = original.log_probs[torch.as_tensor(source[lo:hi])]
+            kl = (log_q.exp() * (log_q - log_p)).sum(dim=1).cpu().numpy()
+            np.add.at(scores, target[owner[lo:hi]], row_weight[lo:hi] * kl)
+
+
+def ndd_scores_loop(mlm, original_ids, span, candidates_ids: Sequence, mu: float) -> np.ndarray:
+    """Plain reference of ``ndd_scores`` (exact, tol = 0): one forward per original position, then one per
+    unchanged position per candidate, each on a single sentence with the model's full logits."""
+    import torch
+
+    ids, start, end, candidates = _check(mlm, original_ids, span, candidates_ids, mu, 0.0)
+    tokenizer = mlm.tokenizer
+    i, j = start, end - 1
+
+    def masked_distribution(tokens: list[int], k: int):
+        shown = [tokenizer.cls_token_id] + list(tokens) + [tokenizer.sep_token_id]
+        shown[k + 1] = tokenizer.mask_token_id
+        logits = mlm.model(input_ids=torch.tensor([shown], device=mlm.model.device)).logits[0, k + 1]
+        return torch.log_softmax(logits.double(), dim=-1)
+
+    sentence = [int(t) for t in ids]
+    kept = [k for k in range(len(sentence)) if k < i or k > j]
+    scores = []
+    with torch.inference_mode():
+        log_d = {k: masked_distribution(sentence, k) for k in kept}
+        for candidate in candidates:
+            edited = sentence[:i] + [int(t) for t in candidate] + sentence[j + 1:]
+            total = 0.0
+            for k in kept:
+                aligned = k if k < i else k + len(candidate) - (j - i + 1)
+                log_d_edited = masked_distribution(edited, aligned)
+                kl = float((log_d_edited.exp() * (log_d_edited - log_d[k])).sum())
+                total += mu ** min(abs(k - i), abs(k - j)) * kl
+            scores.append(total)
+    return np.asarray(scores, dtype=np.float64)
