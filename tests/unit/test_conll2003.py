@@ -168,3 +168,24 @@ def test_load_is_seeded_and_sized():
     assert len(first.train) == 50 and len(first.eval) == 20
     assert first.data_hash() == again.data_hash() != other.data_hash()
     assert all(len(t.split(" ")) == len(lab) for t, lab in zip(first.train.texts, first.train.labels))
+
+
+def test_evaluate_on_is_declared_and_checked():
+    from bench import Task
+
+    assert CoNLL2003.evaluate_on == "original" and CoNLL2003.protocols == ("tokens",)
+    from tasks.glue import SST2
+
+    assert SST2.evaluate_on == "released"  # GLUE is scored on privatized evaluation data, as before
+
+    class Bad(Task):
+        registry_name = "bad"
+        metrics = CoNLL2003.metrics
+        protocols = ("representations", "tokens")
+        evaluate_on = "original"
+
+    with pytest.raises(BenchError, match="only the token protocol"):
+        Bad.check_declarations()
+    Bad.protocols, Bad.evaluate_on = ("tokens",), "plain"
+    with pytest.raises(BenchError, match="expected released or original"):
+        Bad.check_declarations()
