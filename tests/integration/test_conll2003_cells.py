@@ -19,6 +19,17 @@ pytestmark = [
 SIZES = {"n_train": 300, "n_eval": 100}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One torch thread: on 2 shared cores the tagger's small steps thrash with two (20 minutes instead of 3)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_undefended_tagger_learns_entities_and_the_evaluation_data_is_original():
     record = run_cell(make_spec(task="conll2003", defense="none", training_args="epochs=30", **SIZES))
     metrics = record.metrics
