@@ -29,6 +29,13 @@ class Task:
     protocols: ClassVar[tuple[str, ...]] = ()
     default_n_train: ClassVar[int] = 4000
     default_n_eval: ClassVar[int] = 1000
+    # the evaluation data the server predicts: "released" (privatized by the defense, as the client would send it)
+    # or "original" (released unprotected: only the training split is privatized, and that release is attacked;
+    # the setting of Li et al.'s NER experiments). "original" is a token-protocol setting.
+    evaluate_on: ClassVar[str] = "released"
+    # training settings of this task's server that replace the mode's defaults (user arguments still win),
+    # e.g. a tagger's batches count tokens, not sentences
+    training_defaults: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def check_declarations(cls) -> None:
@@ -39,6 +46,12 @@ class Task:
         if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens"}:
             raise BenchError(f"task '{cls.registry_name}' must declare `protocols`, the client protocols its server "
                              "trains from (representations and/or tokens).")
+        if cls.evaluate_on not in ("released", "original"):
+            raise BenchError(f"task '{cls.registry_name}' declares evaluate_on '{cls.evaluate_on}'; expected "
+                             "released or original.")
+        if cls.evaluate_on == "original" and cls.protocols != ("tokens",):
+            raise BenchError(f"task '{cls.registry_name}' evaluates on original data, which only the token "
+                             "protocol supports: declare protocols = (\"tokens\",).")
 
     metric: ClassVar[str] = ""  # the headline utility metric's name (set from ``metrics``)
 
@@ -58,6 +71,16 @@ class Task:
     def score(self, predictions: Any, labels: Any) -> dict[str, float]:
         """Utility metrics by name (the headline metric first)."""
         raise NotImplementedError
+
+    def token_labels(self, texts: list, labels: Any, encoder) -> Any:
+        """The labels a client sends beside its texts' released tokens (token protocol), e.g. a tagging task's
+        word tags aligned to the public token space of ``encoder``; default: ``labels`` unchanged."""
+        return labels
+
+    def task_predictions(self, predictions: Any, texts: list, encoder) -> Any:
+        """The server's predictions for released tokens of ``texts`` in the form ``score`` takes (a tagging
+        task maps token tags back to words); default: unchanged. Scoring runs on the engine's side."""
+        return predictions
 
 
 class Defense:

@@ -31,14 +31,16 @@ class Release:
         kind: the release kind.
         data: the observation itself (an ``(n, d)`` float array for sentence embeddings, a list
             of strings for text, ...).
-        owners: for each row of ``data``, the index of the evaluation example it was produced
-            for; the runner scores guesses against that example.
+        owners: for each row of ``data``, the index of the example it was produced for, in the split
+            ``split`` names; the runner scores guesses against that example.
         mechanism: the public mechanism (``bench.privacy.public``): how the release was made, as the
             adversary knows it; an unfitted copy, never the client's state.
         space: the public token space of a token-level release (``bench.privacy.public.SpaceRef``).
         known_pairs: releases of examples whose plaintext the adversary also holds (learning attacks
             such as RepRecon train on them): ``(released rows, indices into PublicKnowledge.corpus)``.
             None when the threat model grants no such pairs.
+        split: the split ``owners`` index: ``eval`` (the default), or ``train`` when the evaluation data is
+            released unprotected (a task with ``evaluate_on = "original"``) and the training release is attacked.
     """
 
     kind: ReleaseKind
@@ -47,6 +49,7 @@ class Release:
     mechanism: Any = None
     space: Any = None
     known_pairs: tuple[np.ndarray, np.ndarray] | None = None
+    split: str = "eval"
 
 
 @dataclass

@@ -105,10 +105,17 @@ def run_protocol(protocol: str, defense, context: CellContext, server) -> CellOu
 
 
 def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutput:
-    """The client privatizes both splits token by token; the server encodes what it receives."""
-    from bench.core.seeding import numpy_generator
+    """The client privatizes its splits token by token; the server encodes what it receives.
 
-    seed, spec = context.spec.seed, context.spec
+    A task that evaluates on original data (``evaluate_on = "original"``) has only its training split
+    privatized: its evaluation split is released by the identity mechanism, and the attacked release is the
+    training split's (``Release.split == "train"``). The task aligns the labels the client sends with the
+    token space (``Task.token_labels``) and maps predictions back for scoring (``Task.task_predictions``).
+    """
+    from bench.core.seeding import numpy_generator
+    from bench.privacy.public import IdentityTokens
+
+    seed, spec, task = context.spec.seed, context.spec, context.task
     server.encoder = context.encoder if context.training.mode == "frozen" else context.fresh_encoder()
     notes: dict[str, Any] = {}
     if context.options.adapt:
@@ -116,6 +123,7 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
     if getattr(server.encoder, "tokenizer", None) is None:
         raise BenchError(f"{spec.defense} perturbs tokens and needs a real encoder (minilm or a hub id), "
                          f"not '{server.encoder.name}'.")
+    original_eval = task.evaluate_on == "original"
     space_ref = defense.token_space()
     space = space_ref.build(server.encoder)
     train_segments, regroup_train = flatten_segments(context.data.train.texts)  # a pair's sentences separately
@@ -123,21 +131,29 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
     train_ids = space.client_ids(train_segments, numpy_generator(seed, "client-train-oov"))
     eval_ids = space.client_ids(eval_segments, numpy_generator(seed, "client-eval-oov"))
     mechanism = public_token_mechanism(defense)
-    mechanism.fit(train_ids + eval_ids, space)
+    mechanism.fit(train_ids if original_eval else train_ids + eval_ids, space)
     train_release = regroup_train(space.render(mechanism.privatize(train_ids, space, numpy_generator(seed,
                                                                                                     "client-train"))))
-    eval_release = regroup_eval(space.render(mechanism.privatize(eval_ids, space, numpy_generator(seed,
-                                                                                                 "client-eval"))))
-    server.fit_tokens(train_release, context.data.train.labels)
-    predictions = server.predict_tokens(eval_release)
+    eval_mechanism = IdentityTokens() if original_eval else mechanism
+    eval_release = regroup_eval(space.render(eval_mechanism.privatize(eval_ids, space, numpy_generator(seed,
+                                                                                                      "client-eval"))))
+    train, evaluation = context.data.train, context.data.eval
+    server.fit_tokens(train_release, task.token_labels(list(train.texts), train.labels, server.encoder))
+    predictions = task.task_predictions(server.predict_tokens(eval_release), list(evaluation.texts), server.encoder)
     kind = mechanism.release_kind
-    release = Release(kind, eval_release, owners=np.arange(len(eval_release)),
-                      mechanism=public_token_mechanism(defense), space=space_ref)
-    notes.update({"released_tokens": int(sum(len(x) for x in eval_ids)), "token_space": space.format,
+    if original_eval:
+        release = Release(kind, train_release, owners=np.arange(len(train_release)),
+                          mechanism=public_token_mechanism(defense), space=space_ref, split="train")
+        notes["evaluation_data"] = ("original: the evaluation split is released unprotected (identity mechanism); "
+                                    "only the training split is privatized, and its release is the attacked one")
+    else:
+        release = Release(kind, eval_release, owners=np.arange(len(eval_release)),
+                          mechanism=public_token_mechanism(defense), space=space_ref)
+    attacked_ids = train_ids if original_eval else eval_ids
+    notes.update({"released_tokens": int(sum(len(x) for x in attacked_ids)), "token_space": space.format,
                   "public_mechanism": mechanism.describe(), **mechanism.facts(),
                   **defense.describe(server.encoder.dim)})
-    return CellOutput(context.task.score(predictions, context.data.eval.labels), {kind: release}, notes,
-                      server.encoder)
+    return CellOutput(task.score(predictions, evaluation.labels), {kind: release}, notes, server.encoder)
 
 
 def public_token_mechanism(defense: TokenDefense):

@@ -80,7 +80,8 @@ def make_spec(
     overrides = parse_arg_string(training_args) if isinstance(training_args, str) else dict(training_args or {})
     if "mode" in overrides:
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
-    training = component_args(build_component(TrainingConfig, {**training_defaults(mode, encoder), **overrides}))
+    defaults = {**training_defaults(mode, encoder), **task_cls.training_defaults}
+    training = component_args(build_component(TrainingConfig, {**defaults, **overrides}))
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
     if n_train < 2 or n_eval < 2:
@@ -145,9 +146,8 @@ def run_cell(spec: RunSpec) -> ResultRecord:
         release = output.release(wanted)
         corpus, corpus_labels = data.corpus()
         public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
-        truth = Truth(
-            [data.eval.texts[i] for i in release.owners], data.eval.labels[release.owners], corpus_labels
-        )
+        owned = data.train if release.split == "train" else data.eval  # the split the release was made from
+        truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels)
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):

@@ -1,0 +1,253 @@
+"""CoNLL-2003 English NER: span F1 of the server's tagger, labelled (LP/LR/LF) and unlabelled (UP/UR/UF).
+
+Data: ``$BENCH_DATA_DIR/conll2003/eng.train`` (training) and ``eng.testa`` (the development set, the
+evaluation split), in the shared task's column format (word, POS, chunk, NER tag; ``-DOCSTART-`` lines
+start documents, blank lines end sentences). The files tag in IOB1; the task converts to IOB2, seqeval's
+default scheme, on reading. Each example is one sentence, its words joined by single spaces; its label is
+the IOB2 tag id of each word (``TAGS``). Both splits are seeded samples of sentences.
+
+Setting (Li et al., "semantics-preserved distortion", §5): the server trains on the released (distorted)
+training text and is scored on the ORIGINAL evaluation text, so the task declares ``evaluate_on =
+"original"``: the engine privatizes only the training split, releases the evaluation split unprotected,
+and attacks the training release.
+
+Token alignment (the client's side, ``token_labels``): the client releases each sentence's regular
+WordPiece ids (``bench.privacy.mechanisms.client_token_ids``: special tokens, [UNK] among them, are
+dropped; the sentence is cut to ``max_length - 2`` pieces). Each released piece carries its word's tag;
+a B- word's later pieces carry I- of its type. Predictions map back to words by the tag of each word's
+first released piece (``task_predictions``); a word with no released piece (all [UNK], or cut off by
+truncation) is predicted O, and gold is always the whole sentence, so such words count against recall.
+
+Sensitive spans (for NDD-style defenses): ``sensitive_spans(data, split, index)`` gives the gold entities
+of one example as ``(start_word, end_word, type)`` with ``end_word`` exclusive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.seeding import numpy_generator
+from bench.data.examples import data_dir, sample_indices
+
+TYPES = ("PER", "ORG", "LOC", "MISC")
+TAGS = ("O",) + tuple(f"{prefix}-{kind}" for kind in TYPES for prefix in ("B", "I"))  # IOB2 tag of each id
+TAG_ID = {tag: i for i, tag in enumerate(TAGS)}
+UNLABELLED = "ENT"  # the one type every entity gets for unlabelled (boundary-only) scores
+
+Sentence = list[tuple[str, str]]  # (word, IOB tag)
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def read_conll(path: Path) -> list[Sentence]:
+    """The sentences of a CoNLL-2003 file as (word, tag) pairs, tags as in the file (first and last columns)."""
+    sentences: list[Sentence] = []
+    current: Sentence = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if current:
+                    sentences.append(current)
+                current = []
+                continue
+            if len(fields) < 2:
+                raise BenchError(f"{path}:{number} has {len(fields)} column; expected word ... NER tag.")
+            current.append((fields[0], fields[-1]))
+    if current:
+        sentences.append(current)
+    return sentences
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
+    """IOB1 (B- only between adjacent entities of one type) to IOB2 (every entity starts with B-)."""
+    out: list[str] = []
+    previous = "O"
+    for tag in tags:
+        if tag.startswith("I-") and previous[2:] != tag[2:]:  # previous is O or another type
+            tag = "B-" + tag[2:]
+        out.append(tag)
+        previous = tag
+    return out
+
+
+def sentence_examples(sentences: list[Sentence], path: Path) -> Examples:
+    """Texts (words joined by single spaces) and IOB2 tag ids per word."""
+    texts, labels = [], []
+    for sentence in sentences:
+        words, tags = zip(*sentence)
+        try:
+            labels.append([TAG_ID[tag] for tag in iob1_to_iob2(tags)])
+        except KeyError as missing:
+            raise BenchError(f"{path} has tag {missing}, which is not a CoNLL-2003 NER tag.") from None
+        texts.append(" ".join(words))
+    array = np.empty(len(labels), dtype=object)
+    array[:] = labels
+    return Examples(tuple(texts), array)
+
+
+# -- alignment with the public WordPiece space ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Where a sentence's released WordPieces come from: the word index of each piece (in release order)."""
+
+    words: int  # words in the sentence
+    word_of: np.ndarray  # (pieces,) word index of each released piece
+
+    def piece_tags(self, word_tags: Sequence[int]) -> np.ndarray:
+        """One tag id per released piece: the first piece of a word keeps its tag, later pieces of a B- word
+        get I- of the same type."""
+        tags = np.asarray(word_tags, dtype=np.int64)[self.word_of]
+        later = np.r_[False, self.word_of[1:] == self.word_of[:-1]] if len(self.word_of) else np.zeros(0, bool)
+        begins = later & np.isin(tags, [TAG_ID[f"B-{kind}"] for kind in TYPES])
+        tags[begins] += 1  # B-X and I-X are adjacent ids
+        return tags
+
+    def word_tags(self, piece_tags: Sequence[int]) -> np.ndarray:
+        """One tag id per word: the tag of its first released piece; O for a word with none."""
+        piece_tags = np.asarray(piece_tags, dtype=np.int64)
+        if len(piece_tags) != len(self.word_of):
+            raise BenchError(f"the server returned {len(piece_tags)} tags for a sentence of {len(self.word_of)} "
+                             "released pieces.")
+        out = np.full(self.words, TAG_ID["O"], dtype=np.int64)
+        first = np.r_[True, self.word_of[1:] != self.word_of[:-1]] if len(self.word_of) else np.zeros(0, bool)
+        out[self.word_of[first]] = piece_tags[first]
+        return out
+
+
+@lru_cache(maxsize=4)
+def _regular_ids(tokenizer) -> np.ndarray:
+    from bench.privacy.mechanisms import regular_token_ids
+
+    return regular_token_ids(tokenizer.get_vocab())
+
+
+def align(texts: Sequence[str], tokenizer, max_length: int) -> list[Alignment]:
+    """The alignment of each space-joined sentence with the regular WordPieces a client releases for it.
+
+    Tokenizes exactly as ``Encoder.token_ids`` does (no special tokens, cut to ``max_length - 2``) and keeps
+    the regular ids as ``client_token_ids`` does; character offsets give each piece's word.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        raise BenchError("aligning word tags with WordPieces needs a fast tokenizer (character offsets).")
+    regular = _regular_ids(tokenizer)
+    encoded = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_length - 2,
+                        return_offsets_mapping=True)
+    result = []
+    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
+        words = text.split(" ")
+        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+        keep = np.isin(np.asarray(ids, dtype=np.int64), regular)
+        begins = np.array([start for start, _ in offsets], dtype=np.int64)[keep]
+        result.append(Alignment(len(words), np.searchsorted(starts, begins, side="right").astype(np.int64) - 1))
+    return result
+
+
+# -- scoring -------------------------------------------------------------------------------------
+
+
+def _names(tag_ids: Sequence[int], labelled: bool) -> list[str]:
+    names = [TAGS[int(t)] for t in tag_ids]
+    return names if labelled else [n if n == "O" else f"{n[:2]}{UNLABELLED}" for n in names]
+
+
+def span_scores(predicted: Sequence[Sequence[int]], gold: Sequence[Sequence[int]]) -> dict[str, float]:
+    """seqeval span precision/recall/F1 (IOB2, CoNLL evaluation), labelled and with every type merged."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    scores = {}
+    for labelled, prefix in ((True, "l"), (False, "u")):
+        y_true = [_names(g, labelled) for g in gold]
+        y_pred = [_names(p, labelled) for p in predicted]
+        scores[f"{prefix}p"] = float(precision_score(y_true, y_pred, zero_division=0))
+        scores[f"{prefix}r"] = float(recall_score(y_true, y_pred, zero_division=0))
+        scores[f"{prefix}f"] = float(f1_score(y_true, y_pred, zero_division=0))
+    return {name: scores[name] for name in ("lf", "lp", "lr", "uf", "up", "ur")}
+
+
+def entities(tag_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+    """The entity spans of one IOB2 sentence, ``(start_word, end_word exclusive, type)``."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    return [(start, end + 1, kind) for kind, start, end in get_entities(_names(tag_ids, True))]
+
+
+# -- the task ------------------------------------------------------------------------------------
+
+
+@register_task("conll2003")
+@dataclass
+class CoNLL2003(Task):
+    """CoNLL-2003 English NER (PER, ORG, LOC, MISC) on eng.train / eng.testa; span F1 (seqeval)."""
+
+    metrics = (
+        Metric("lf", True, "labelled span F1 (seqeval, IOB2): an entity counts when its boundaries and type match"),
+        Metric("lp", True, "labelled span precision"),
+        Metric("lr", True, "labelled span recall"),
+        Metric("uf", True, "unlabelled span F1: boundaries only (every type merged into one)"),
+        Metric("up", True, "unlabelled span precision"),
+        Metric("ur", True, "unlabelled span recall"),
+    )
+    protocols = ("tokens",)  # a tag needs its token
+    evaluate_on: ClassVar[str] = "original"  # Li et al. §5: trained on distorted text, tested on original text
+    num_labels = len(TAGS)
+    # the tagger's batches are WordPieces (~18 a sentence); 30 epochs of 256 pieces train it in a minute or two
+    training_defaults: ClassVar[dict] = {"epochs": 30, "batch_size": 256}
+    default_n_train: ClassVar[int] = 2000  # sentences; about 28k WordPieces, minutes on 2 CPU cores
+    default_n_eval: ClassVar[int] = 500
+    train_file: ClassVar[str] = "eng.train"
+    eval_file: ClassVar[str] = "eng.testa"
+
+    def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
+        """Seeded samples of training and development sentences."""
+        folder = data_dir() / "conll2003"
+        paths = [folder / self.train_file, folder / self.eval_file]
+        if not all(path.is_file() for path in paths):
+            raise BenchError(f"conll2003 data is missing: put {self.train_file} and {self.eval_file} under {folder} "
+                             "(set BENCH_DATA_DIR to a folder laid out like shared/data).")
+        train, evaluation = (sentence_examples(read_conll(path), path) for path in paths)
+        rng = numpy_generator(seed, "data", self.registry_name)
+        train = train.subset(sample_indices(len(train), n_train, rng))
+        evaluation = evaluation.subset(sample_indices(len(evaluation), n_eval, rng))
+        notes = {"eval_split": "CoNLL-2003 eng.testa (development set)",
+                 "tag_scheme": "IOB2, converted from the files' IOB1",
+                 "alignment": "one tag per released regular WordPiece; a word is scored by its first piece; "
+                              "words with no released piece (all [UNK] or truncated) are predicted O"}
+        return TaskData(train, evaluation, f"local:{folder}", notes)
+
+    def server(self, spec, training):
+        """A token tagger: the server's frozen encoder and an MLP head over each released piece."""
+        from bench.models.servers import TaggingServer
+
+        return TaggingServer(self.num_labels, training, spec.seed)
+
+    def token_labels(self, texts, labels, encoder):
+        """Word tags aligned to the released WordPieces (the client's side): one tag array per sentence."""
+        aligned = align(texts, encoder.tokenizer, encoder.max_length)
+        out = np.empty(len(aligned), dtype=object)
+        out[:] = [a.piece_tags(tags) for a, tags in zip(aligned, labels)]
+        return out
+
+    def task_predictions(self, predictions, texts, encoder):
+        """Piece tags back to word tags (first piece of each word; O for a word with no released piece)."""
+        return [a.word_tags(p) for a, p in zip(align(texts, encoder.tokenizer, encoder.max_length), predictions)]
+
+    def score(self, predictions, labels) -> dict[str, float]:
+        """Labelled and unlabelled span precision, recall and F1 of word tag ids against gold word tag ids."""
+        return span_scores(predictions, labels)
+
+    def sensitive_spans(self, data: TaskData, split: str, index: int) -> list[tuple[int, int, str]]:
+        """Gold entities of example ``index`` of ``split`` ("train" or "eval"): ``(start_word, end_word, type)``,
+        ``end_word`` exclusive; the spans an NDD-style defense treats as sensitive."""
+        if split not in ("train", "eval"):
+            raise BenchError(f"split must be train or eval, got '{split}'.")
+        return entities(getattr(data, split).labels[index])
