@@ -32,7 +32,7 @@ def with_settings(board: pd.DataFrame) -> pd.DataFrame:
     if "server_args" not in board:
         return board
     board = board.copy()
-    server = board.pop("server_args").fillna("").astype(str)
+    server = board.pop("server_args").astype("string").fillna("").astype(str)
     board["defense_args"] = [",".join(filter(None, pair)) for pair in zip(board["defense_args"].fillna("").astype(str),
                                                                          server)]
     return board
