@@ -32,3 +32,23 @@ def atomic_writer(path: Path | str, mode: str = "w") -> Iterator[IO]:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def atomic_directory(target: Path | str) -> Iterator[Path]:
+    """A temporary folder beside ``target`` to fill; on a clean exit it is renamed to ``target`` (unless another
+    process put ``target`` there first: its copy is kept and this one removed), on an error it is removed."""
+    import shutil
+
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        yield temporary
+        if target.exists():
+            shutil.rmtree(temporary)
+            return
+        os.replace(temporary, target)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
