@@ -112,3 +112,19 @@ def test_a_second_process_waits_for_the_first_and_does_not_train(tiny_bert, corp
         (target / "info.json").write_text("{}")  # the first process's result
     waiter.join(5)
     assert done == [target] and not builds
+
+
+def test_atomic_directory_renames_into_place_keeps_a_first_copy_and_cleans_up(tmp_path):
+    from bench.core.files import atomic_directory
+
+    target = tmp_path / "model"
+    with atomic_directory(target) as folder:
+        (folder / "a").write_text("first")
+        assert not target.exists()
+    assert (target / "a").read_text() == "first"
+    with atomic_directory(target) as folder:  # another process finished first: its copy stays
+        (folder / "a").write_text("second")
+    assert (target / "a").read_text() == "first"
+    with pytest.raises(RuntimeError), atomic_directory(tmp_path / "broken") as folder:
+        raise RuntimeError("interrupted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
