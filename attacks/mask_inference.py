@@ -57,7 +57,7 @@ class MaskInference(Attack):
         Metric("mlm_top1", True, "the attacker's masked LM: top-1 accuracy at masked held-out public text"),
     )
 
-    mlm: str = "minilm"  # the attacker's masked LM: a hub id with its pretrained head, or minilm with a fresh tied head
+    mlm: str = "minilm"  # the attacker's MLM: a hub id (pretrained head), minilm (fresh head) or minilm-mlm (trained)
     checkpoint: str = ""  # a directory saved by bench.models.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
     batch_size: int = 64  # masked rows per forward pass
     max_sentences: int = 0  # attack only the first N released sentences (0 = all); the metric is over those

@@ -47,3 +47,23 @@ def read_utf8(path: Path | str, encoding: str = "utf-8") -> str:
         line = raw[: exc.start].count(b"\n") + 1
         raise BenchError(f"{path}:{line} is not UTF-8 text (byte 0x{raw[exc.start]:02x}); re-save the file as "
                          "UTF-8 or restore the original download.") from None
+
+
+@contextlib.contextmanager
+def atomic_directory(target: Path | str) -> Iterator[Path]:
+    """A temporary folder beside ``target`` to fill; on a clean exit it is renamed to ``target`` (unless another
+    process put ``target`` there first: its copy is kept and this one removed), on an error it is removed."""
+    import shutil
+
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        yield temporary
+        if target.exists():
+            shutil.rmtree(temporary)
+            return
+        os.replace(temporary, target)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise

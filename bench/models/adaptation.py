@@ -24,9 +24,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -272,16 +269,9 @@ def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tu
 
 
 def _save_atomically(mlm, info: dict, target: Path) -> None:
-    """Write the encoder, tokenizer and MLM weights to a temporary folder, then rename it into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    try:
-        mlm.save(tmp)
-        (tmp / "adaptation.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
-        if target.exists():  # another process finished first: keep its copy
-            shutil.rmtree(tmp)
-            return
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    """Write the encoder, tokenizer and MLM weights and ``adaptation.json`` to ``target`` atomically."""
+    from bench.core.files import atomic_directory
+
+    with atomic_directory(target) as folder:
+        mlm.save(folder)
+        (folder / "adaptation.json").write_text(json.dumps(info, indent=2), encoding="utf-8")

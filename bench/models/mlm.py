@@ -64,7 +64,9 @@ class MaskedLM:
 
 
 def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0) -> MaskedLM:
-    """The masked LM of encoder ``name``: a hub id, ``minilm``, or a directory saved by ``MaskedLM.save``.
+    """The masked LM of encoder ``name``: a hub id, ``minilm`` (a fresh, untrained head), ``minilm-mlm`` (every
+    layer trained offline by ``bench.models.offline_mlm``, trained on first use), or a directory saved by
+    ``MaskedLM.save``.
 
     Each call returns a fresh copy (callers may train it). ``seed`` fixes a fresh head's initialisation.
     """
@@ -74,6 +76,12 @@ def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0) -> Masked
     from bench.core.seeding import derive_seed
     from bench.models.encoders import Encoder, _locate, quiet_loading
 
+    if name == "minilm-mlm":  # the offline encoder's MLM with every layer trained here (cached; trained if missing)
+        from bench.models.offline_mlm import NAME, prepare
+
+        trained = load_mlm(str(prepare()), device, seed)
+        trained.name = NAME
+        return trained
     if name.startswith("mock") or name == "bilstm":
         raise BenchError(f"encoder '{name}' has no WordPiece transformer to use as a masked LM; use minilm or a "
                          "hub id such as bert-base-uncased.")

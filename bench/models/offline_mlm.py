@@ -1,0 +1,307 @@
+"""The offline encoder's masked LM, trained here: ``load_mlm("minilm-mlm")``.
+
+No checkpoint with a pretrained MLM head can be installed offline; all-MiniLM-L6-v2 (``minilm``) ships its
+encoder only, so ``load_mlm("minilm")`` has a fresh, untrained head. This module trains that MLM — every
+layer: embeddings, encoder and the head (whose decoder is tied to the input embeddings) — on the offline
+public corpus (``bench.data.public_corpus``: SQuAD contexts + CoNLL-03 sentences, without their held-out
+sentences) within a fixed CPU budget, and caches it under ``$BENCH_CACHE_DIR/mlm/<key>``, the key covering
+the encoder and its revision, the corpus hash, the budget and the recipe (``MLMRecipe``, ``VERSION``).
+
+Each step is cheap: sentences are packed into short sequences (``seq_len`` tokens, [CLS] ... [SEP], the
+sentences of a sequence joined by [SEP]), masked as BERT (``bench.models.mlm.bert_mask``), and the vocabulary
+projection runs at the masked positions only (``masked_logits``). AdamW with a linear warm-up and a linear
+decay over the budget (time or steps, whichever ends first). ``info.json`` beside the weights says how many
+steps and seconds it took, the throughput, and the held-out masked top-1 (``masked_token_accuracy`` on
+``bench.data.public_corpus.held_out``, text never trained on), also at the ``checkpoints`` along the way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from bench.core.params import require
+
+NAME = "minilm-mlm"  # the load_mlm name of the trained MLM of the offline encoder
+VERSION = 1  # of the recipe, in the cache key
+INFO_FILE = "info.json"
+
+
+@dataclass(frozen=True)
+class MLMRecipe:
+    """How the offline MLM is trained (everything here is in the cache key)."""
+
+    encoder: str = "minilm"  # the encoder whose MLM is trained (load_mlm name)
+    budget_minutes: float = 30.0  # training time (evaluations excluded); the lr decays over it
+    steps: int = 0  # optimizer steps (0 = as many as the time budget allows); the first limit reached ends it
+    batch_size: int = 16  # packed sequences per step
+    seq_len: int = 64  # tokens per packed sequence, [CLS] and [SEP] included
+    lr: float = 3e-4  # AdamW peak learning rate
+    warmup: float = 0.05  # share of the budget spent warming the learning rate up linearly
+    weight_decay: float = 0.01  # AdamW weight decay
+    train_embeddings: bool = True  # the input embedding table (= the tied decoder weight) trains too
+    corpus: str = "auto"  # public corpus (bench.data.public_corpus)
+    seed: int = 0  # packing order, masking, dropout
+
+    def __post_init__(self) -> None:
+        require(self.budget_minutes > 0, f"MLM budget must be > 0 minutes, got {self.budget_minutes}.")
+        require(self.steps >= 0, f"MLM steps must be >= 0 (0 = up to the time budget), got {self.steps}.")
+        require(self.batch_size >= 1, f"MLM batch size must be >= 1, got {self.batch_size}.")
+        require(8 <= self.seq_len <= 512, f"MLM sequence length must be in 8..512, got {self.seq_len}.")
+        require(self.lr > 0, f"MLM learning rate must be > 0, got {self.lr}.")
+        require(0 <= self.warmup < 1, f"MLM warm-up share must be in [0, 1), got {self.warmup}.")
+
+
+@dataclass
+class Checkpoint:
+    """The held-out top-1 of the MLM after some training."""
+
+    step: int
+    minutes: float  # training time so far (evaluations excluded)
+    loss: float  # mean training loss since the previous checkpoint
+    top1: float
+
+
+@dataclass
+class TrainingLog:
+    """What a training run did."""
+
+    steps: int = 0
+    seconds: float = 0.0  # wall-clock training time
+    cpu_seconds: float = 0.0  # CPU time of this process meanwhile (all threads): below threads x seconds when shared
+    sequences: int = 0
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+
+
+def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
+    """The cache key of a trained MLM (16 hex digits): encoder and revision, corpus, recipe, version."""
+    from bench.models.encoders import _locate
+    from bench.models.mlm import MASK_RATE, MAX_PREDICTIONS
+
+    _, revision = _locate(recipe.encoder)
+    payload = json.dumps({"recipe": asdict(recipe), "revision": revision, "corpus": corpus_hash,
+                          "masking": [MASK_RATE, MAX_PREDICTIONS], "version": VERSION}, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else ``platform.processor()``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def pack(tokenizer, sentences: list[str], seq_len: int, rng: np.random.Generator) -> np.ndarray:
+    """Sentences in a seeded order, tokenized, joined by [SEP] and cut into rows ``[CLS] ... [SEP]`` of
+    ``seq_len`` tokens: an ``(rows, seq_len)`` array (the tail that does not fill a row is dropped)."""
+    encoded = tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
+    order = rng.permutation(len(encoded))
+    stream = np.concatenate([np.asarray([*encoded[i], tokenizer.sep_token_id], dtype=np.int64) for i in order])
+    width = seq_len - 2
+    body = stream[: len(stream) // width * width].reshape(-1, width)
+    cls = np.full((len(body), 1), tokenizer.cls_token_id, dtype=np.int64)
+    sep = np.full((len(body), 1), tokenizer.sep_token_id, dtype=np.int64)
+    return np.concatenate([cls, body, sep], axis=1)
+
+
+def masked_batch(rows: np.ndarray, mlm, rng: np.random.Generator):
+    """BERT-masked copies of ``rows`` and, per chosen position, its row, column and original token."""
+    from bench.models.mlm import apply_mask, bert_mask
+
+    regular, mask_id = mlm.regular, mlm.tokenizer.mask_token_id
+    shown, row_index, column, truth = [], [], [], []
+    for r, ids in enumerate(rows):
+        positions, how = bert_mask(ids, regular, rng)
+        shown.append(apply_mask(ids, positions, how, mask_id, regular, rng))
+        row_index.append(np.full(len(positions), r))
+        column.append(positions)
+        truth.append(ids[positions])
+    return np.stack(shown), np.concatenate(row_index), np.concatenate(column), np.concatenate(truth)
+
+
+def masked_logits(model, input_ids, row_index, column, attention_mask=None):
+    """Vocabulary logits at positions ``(row_index[i], column[i])`` only: the encoder's hidden states are
+    gathered there before the prediction head, so no ``(batch, length, vocab)`` tensor is ever built."""
+    from bench.models.mlm import _prediction_head
+
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return _prediction_head(model)(hidden[row_index, column])
+
+
+def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any], float] | None = None,
+          checkpoints: tuple[float, ...] = (), progress: bool = True) -> TrainingLog:
+    """Train every layer of ``mlm`` (a ``bench.models.mlm.MaskedLM``) on ``sentences`` under ``recipe``.
+
+    ``evaluate(mlm)`` runs after each of the ``checkpoints`` (minutes of training) that the run reaches and
+    at the end; evaluation time does not count against the budget.
+    """
+    import torch
+
+    from bench.core.seeding import numpy_generator
+
+    rng = numpy_generator(recipe.seed, "offline-mlm", recipe.encoder)
+    rows = pack(mlm.tokenizer, sentences, recipe.seq_len, rng)
+    model = mlm.model
+    model.get_input_embeddings().weight.requires_grad_(recipe.train_embeddings)
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(parameters, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    budget = recipe.budget_minutes * 60.0
+    log, pending, losses = TrainingLog(), sorted(m for m in checkpoints if m < recipe.budget_minutes), []
+    attention = torch.ones((min(recipe.batch_size, len(rows)), recipe.seq_len), dtype=torch.long)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(available_cores())
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(recipe.seed)
+            while True:
+                progress_share = max(log.seconds / budget, log.steps / recipe.steps if recipe.steps else 0.0)
+                if progress_share >= 1.0:
+                    break
+                scale = min(1.0, progress_share / recipe.warmup if recipe.warmup else 1.0, 1.0 - progress_share)
+                for group in optimizer.param_groups:
+                    group["lr"] = recipe.lr * max(scale, 1e-3)
+                started, cpu_started = time.perf_counter(), time.process_time()
+                chosen = rows[rng.choice(len(rows), size=attention.shape[0], replace=False)]
+                shown, row_index, column, truth = masked_batch(chosen, mlm, rng)
+                model.train()
+                logits = masked_logits(model, torch.as_tensor(shown), torch.as_tensor(row_index),
+                                       torch.as_tensor(column), attention)
+                loss = torch.nn.functional.cross_entropy(logits, torch.as_tensor(truth))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+                optimizer.step()
+                log.seconds += time.perf_counter() - started
+                log.cpu_seconds += time.process_time() - cpu_started
+                log.steps += 1
+                log.sequences += len(chosen)
+                losses.append(float(loss.detach()))
+                if progress and log.steps % 25 == 0:
+                    print(f"  step {log.steps}, {log.seconds / 60:.1f} min, loss {np.mean(losses[-25:]):.3f}",
+                          flush=True)
+                while pending and log.seconds >= pending[0] * 60 and evaluate is not None:
+                    pending.pop(0)
+                    log.checkpoints.append(_checkpoint(mlm, log, losses, evaluate, progress))
+    finally:
+        torch.set_num_threads(threads)
+        model.eval()
+    if evaluate is not None:
+        log.checkpoints.append(_checkpoint(mlm, log, losses, evaluate, progress))
+    return log
+
+
+def _checkpoint(mlm, log: TrainingLog, losses: list[float], evaluate, progress: bool) -> Checkpoint:
+    since = log.checkpoints[-1].step if log.checkpoints else 0
+    mlm.model.eval()
+    point = Checkpoint(log.steps, round(log.seconds / 60, 2), round(float(np.mean(losses[since:] or [0.0])), 4),
+                       round(evaluate(mlm), 4))
+    if progress:
+        print(f"  checkpoint: step {point.step}, {point.minutes} min, held-out top-1 {point.top1:.4f}", flush=True)
+    return point
+
+
+def describe(info: dict) -> str:
+    """The ``head`` string of a trained MLM."""
+    return (f"{NAME}: all layers of {info['recipe']['encoder']} trained offline as a masked LM, {info['steps']} "
+            f"steps, held-out top-1 {info['held_out_top1']:.2f}")
+
+
+def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = (), progress: bool = True) -> Path:
+    """The directory of the trained MLM (``load_mlm``-loadable), trained now if it is not cached.
+
+    A file lock makes a second process wait for the first's result instead of training again.
+    """
+    from filelock import FileLock
+
+    from bench.data.public_corpus import public_corpus
+    from bench.models.cache import cache_root
+
+    sentences, description, corpus_hash = public_corpus(recipe.corpus)
+    key = mlm_key(recipe, corpus_hash)
+    target = cache_root() / "mlm" / key
+    if (target / INFO_FILE).is_file():
+        return target
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(locks / f"mlm-{key}.lock"):
+        if not (target / INFO_FILE).is_file():
+            _build(recipe, sentences, description, corpus_hash, checkpoints, progress, target)
+    return target
+
+
+def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, corpus_hash: str,
+           checkpoints: tuple[float, ...], progress: bool, target: Path) -> None:
+    from bench.core.files import atomic_directory
+    from bench.data.public_corpus import held_out
+    from bench.models import mlm as mlm_module
+
+    mlm = mlm_module.load_mlm(recipe.encoder, seed=recipe.seed)
+    texts, held_out_description, held_out_hash = held_out()
+    before = mlm_module.masked_token_accuracy(mlm, texts, seed=recipe.seed)
+    if progress:
+        print(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"
+              f"{f' or {recipe.steps} steps' if recipe.steps else ''}, {available_cores()} threads; held-out top-1 "
+              f"before {before:.4f}", flush=True)
+    log = train(mlm, sentences, recipe, lambda m: mlm_module.masked_token_accuracy(m, texts, seed=recipe.seed),
+                checkpoints, progress)
+    info = {
+        "key": target.name, "recipe": asdict(recipe), "version": VERSION, "corpus": corpus_description,
+        "corpus_hash": corpus_hash, "held_out": held_out_description, "held_out_hash": held_out_hash,
+        "steps": log.steps, "seconds": round(log.seconds, 1), "cpu_seconds": round(log.cpu_seconds, 1),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None, "sequences": log.sequences,
+        "sequences_per_s": round(log.sequences / max(log.seconds, 1e-9), 2),
+        "held_out_top1_before": round(before, 4), "held_out_top1": log.checkpoints[-1].top1,
+        "checkpoints": [asdict(c) for c in log.checkpoints],
+        "threads": available_cores(), "cpu": cpu_model(),
+    }
+    info["head"] = mlm.head = describe(info)
+    with atomic_directory(target) as folder:
+        mlm.save(folder)
+        (folder / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+    if progress:
+        print(f"saved {target}: {info['head']}", flush=True)
+
+
+def info(path: Path) -> dict:
+    """The ``info.json`` of a trained MLM directory."""
+    return json.loads((Path(path) / INFO_FILE).read_text(encoding="utf-8"))
+
+
+CURVE_MINUTES = (2.0, 5.0, 10.0, 20.0)  # where ``bench mlm prepare --curve`` measures the held-out top-1
+
+
+def write_curve(details: dict, folder: Path) -> Path:
+    """``mlm-curve-<encoder>.json`` in ``folder``: the held-out top-1 along one training run, and the machine."""
+    from bench.core.files import atomic_writer
+
+    recipe = details["recipe"]
+    curve = {
+        "what": f"held-out masked top-1 of the {recipe['encoder']} MLM along one training run (every layer trained; "
+                "the learning rate decays over the whole budget, so an early point is mid-schedule)",
+        "key": details["key"], "recipe": recipe, "corpus": details["corpus"], "held_out": details["held_out"],
+        "cpu": details["cpu"], "threads": details["threads"], "seconds": details["seconds"],
+        "cpu_seconds": details["cpu_seconds"], "load_average_at_end": details["load_average"],
+        "top1_before": details["held_out_top1_before"],
+        "sequences_per_s": details["sequences_per_s"], "points": details["checkpoints"],
+    }
+    path = folder / f"mlm-curve-{recipe['encoder']}.json"
+    with atomic_writer(path) as handle:
+        handle.write(json.dumps(curve, indent=2) + "\n")
+    return path

