@@ -26,3 +26,19 @@ def test_rerun_of_one_seed_counts_once(tmp_path):
     store.append(make_record(0))
     path, _, _ = summarize(store)
     assert set(pd.read_csv(path)["n"]) == {1}
+
+
+def test_summarizing_the_committed_records_reproduces_the_committed_leaderboard(tmp_path):
+    """Every committed record loads (migrated where needed) and the leaderboard built from them is, byte for byte,
+    the committed results/leaderboard.csv."""
+    import shutil
+    from pathlib import Path
+
+    from bench.results.leaderboard import summarize
+    from bench.results.store import ResultStore
+
+    results = Path(__file__).resolve().parents[2] / "results"
+    shutil.copytree(results / "records", tmp_path / "records")
+    path, rows, problems = summarize(ResultStore(tmp_path))
+    assert not problems and rows > 0
+    assert path.read_bytes() == (results / "leaderboard.csv").read_bytes()
