@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench.core.machine import cpu_model
 from bench.core.spec import RunSpec
 
 
@@ -65,20 +66,9 @@ def hardware(device: str) -> dict[str, Any]:
         "processor": platform.processor() or platform.machine(),
         # the CPU model and the kernels torch picked for it: features (and so trained heads) differ in the
         # last bits between CPUs, which 120 epochs can amplify to a visible utility difference
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
-
-
-def _cpu_model() -> str:
-    """The CPU's model name (Linux ``/proc/cpuinfo``), else the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

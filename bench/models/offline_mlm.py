@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bench.core.machine import cpu_model
 from bench.core.params import require
 
 NAME = "minilm-mlm"  # the load_mlm name of the trained MLM of the offline encoder
@@ -95,17 +95,6 @@ def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
 def available_cores() -> int:
     """CPU cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else ``platform.processor()``."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def pack(tokenizer, sentences: list[str], seq_len: int, rng: np.random.Generator) -> np.ndarray:
