@@ -10,7 +10,7 @@ splits text into it, and what the released tokens look like.
   vocabulary word (the rule of the SanText reference code). Releases text (words joined by spaces),
   which the server tokenizes like any text.
 
-The space is public: the adversary rebuilds it from the release's public facts (``space_for``).
+The space is public: the adversary rebuilds it from the release's ``SpaceRef`` (bench.privacy.public).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -53,9 +52,6 @@ class WordPieceSpace:
         """Released as ids: the server assembles them into encoder input."""
         return ids
 
-    def public(self) -> dict[str, Any]:
-        """What an adversary needs to rebuild this space."""
-        return {"format": self.format}
 
 
 class WordVectorSpace:
@@ -84,19 +80,11 @@ class WordVectorSpace:
         """Released as text: the words joined by spaces."""
         return [" ".join(self.words[i] for i in sentence) for sentence in ids]
 
-    def public(self) -> dict[str, Any]:
-        """What an adversary needs to rebuild this space."""
-        return {"format": self.format, "vectors": self.path}
 
 
 def token_space(encoder, vectors: str = ""):
     """The WordPiece space of ``encoder``, or the word space of the vector file ``vectors``."""
     return WordVectorSpace(vectors) if vectors else WordPieceSpace(encoder)
-
-
-def space_for(public: dict[str, Any], encoder):
-    """The space a release was made in, from its public facts."""
-    return token_space(encoder, public.get("vectors", "") if public.get("format") == "words" else "")
 
 
 @functools.lru_cache(maxsize=2)
