@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -90,14 +91,13 @@ def scratch_instead(folder: Path) -> Path:
     """``folder`` created if it can be; else (warned once) a temporary folder removed when the process ends."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".probe-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")  # unique: concurrent callers never share it
+        os.close(handle)
+        os.unlink(probe)
         return folder
     except OSError as exc:
         import atexit
         import shutil
-        import tempfile
 
         warn_unwritable(folder, exc)
         scratch = Path(tempfile.mkdtemp(prefix="bench-cache-"))
