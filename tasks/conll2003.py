@@ -18,8 +18,8 @@ a B- word's later pieces carry I- of its type. Predictions map back to words by 
 first released piece (``task_predictions``); a word with no released piece (all [UNK], or cut off by
 truncation) is predicted O, and gold is always the whole sentence, so such words count against recall.
 
-Sensitive spans (for NDD-style defenses): ``sensitive_spans(data, split, index)`` gives the gold entities
-of one example as ``(start_word, end_word, type)`` with ``end_word`` exclusive.
+Sensitive spans (for span defenses, ``bench.core.spans``): the gold entities of each example, of kind PER, ORG,
+LOC or MISC. A rewritten entity stays an entity of its kind: its new words are tagged B-X I-X ... (``rewrite_label``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.seeding import numpy_generator
+from bench.core.spans import Edit, Span
 from bench.data.examples import data_dir, sample_indices
 
 TYPES = ("PER", "ORG", "LOC", "MISC")
@@ -200,6 +201,7 @@ class CoNLL2003(Task):
     protocols = ("tokens",)  # a tag needs its token
     evaluate_on: ClassVar[str] = "original"  # Li et al. §5: trained on distorted text, tested on original text
     num_labels = len(TAGS)
+    span_kinds: ClassVar[tuple[str, ...]] = TYPES  # the gold entities of each type are sensitive
     # the tagger's batches are WordPieces (~18 a sentence); 30 epochs of 256 pieces train it in a minute or two
     training_defaults: ClassVar[dict] = {"epochs": 30, "batch_size": 256}
     default_n_train: ClassVar[int] = 2000  # sentences; about 28k WordPieces, minutes on 2 CPU cores
@@ -245,9 +247,28 @@ class CoNLL2003(Task):
         """Labelled and unlabelled span precision, recall and F1 of word tag ids against gold word tag ids."""
         return span_scores(predictions, labels)
 
-    def sensitive_spans(self, data: TaskData, split: str, index: int) -> list[tuple[int, int, str]]:
-        """Gold entities of example ``index`` of ``split`` ("train" or "eval"): ``(start_word, end_word, type)``,
-        ``end_word`` exclusive; the spans an NDD-style defense treats as sensitive."""
+    def sensitive_spans(self, data: TaskData, split: str, index: int) -> list[Span]:
+        """Gold entities of example ``index`` of ``split`` ("train" or "eval"), kind = entity type: the spans an
+        NDD-style defense treats as sensitive."""
         if split not in ("train", "eval"):
             raise BenchError(f"split must be train or eval, got '{split}'.")
-        return entities(getattr(data, split).labels[index])
+        return [Span(start, end, kind) for start, end, kind in entities(getattr(data, split).labels[index])]
+
+    def span_fragment(self, label, text, span: Span) -> list[int]:
+        """The entity's own tag ids (B-X I-X ...): what a substituted entity carries."""
+        return list(label[span.start:span.end])
+
+    def rewrite_label(self, label, text, edits: list[Edit]) -> list[int]:
+        """Tags of the rewritten sentence: unchanged words keep theirs; each rewritten entity is tagged B-X I-X ...
+        with its kind X, whatever words replaced it (a [MASK]ed entity is still an entity to the tagger)."""
+        out: list[int] = []
+        cursor = 0
+        for edit in sorted(edits, key=lambda e: e.span.start):
+            out.extend(label[cursor:edit.span.start])
+            kind = edit.span.kind
+            if kind not in TYPES:
+                raise BenchError(f"conll2003 spans are of kind {', '.join(TYPES)}, not '{kind}'.")
+            out.extend([TAG_ID[f"B-{kind}"]] + [TAG_ID[f"I-{kind}"]] * (len(edit.words) - 1))
+            cursor = edit.span.end
+        out.extend(label[cursor:])
+        return out

@@ -82,6 +82,27 @@ class Task:
         task maps token tags back to words); default: unchanged. Scoring runs on the engine's side."""
         return predictions
 
+    # kinds of sensitive span the task declares (entity types, phrase labels); empty: none (bench.core.spans)
+    span_kinds: ClassVar[tuple[str, ...]] = ()
+
+    def sensitive_spans(self, data: TaskData, split: str, index: int) -> list:
+        """The sensitive spans (``bench.core.spans.Span``) of example ``index`` of ``split`` ("train" or "eval")."""
+        from bench.core.errors import BenchError
+
+        raise BenchError(f"task '{self.registry_name}' declares no sensitive spans, which span defenses rewrite.")
+
+    def span_fragment(self, label: Any, text: Text, span) -> Any:
+        """The part of ``label`` that belongs to ``span`` (an entity's tags, a phrase's subtree): what a phrase
+        substituted elsewhere carries with it (``Edit.fragment``); default None."""
+        return None
+
+    def rewrite_label(self, label: Any, text: Text, edits: list) -> Any:
+        """The label of ``text`` after ``edits`` (``bench.core.spans.Edit``, position order, not overlapping)
+        replace its spans: a rewritten span keeps its kind (its edit's fragment when it has one)."""
+        from bench.core.errors import BenchError
+
+        raise BenchError(f"task '{self.registry_name}' cannot relabel rewritten text.")
+
 
 class Defense:
     """A text-privacy defense: the client's local mechanism and the release kinds it produces."""

@@ -156,7 +156,7 @@ def test_sensitive_spans_are_the_gold_entities():
     labels = np.empty(1, dtype=object)
     labels[:] = [ids("O", "B-ORG", "I-ORG")]
     data = TaskData(Examples(("the European Commission",), labels), Examples(("x",), labels), "test")
-    assert CoNLL2003().sensitive_spans(data, "train", 0) == [(1, 3, "ORG")]
+    assert CoNLL2003().sensitive_spans(data, "train", 0) == [(1, 3, "ORG", 0)]
     with pytest.raises(BenchError, match="split"):
         CoNLL2003().sensitive_spans(data, "test", 0)
 
@@ -189,3 +189,16 @@ def test_evaluate_on_is_declared_and_checked():
     Bad.protocols, Bad.evaluate_on = ("tokens",), "plain"
     with pytest.raises(BenchError, match="expected released or original"):
         Bad.check_declarations()
+
+
+def test_a_rewritten_entity_keeps_its_kind_over_its_new_words():
+    from bench.core.spans import Edit, Span, apply_edits
+
+    text = "Peter Blackburn visited EU offices"
+    label = ids("B-PER", "I-PER", "O", "B-ORG", "O")
+    edits = [Edit(Span(0, 2, "PER"), ("[MASK]",) * 3), Edit(Span(3, 4, "ORG"), ("United", "Nations"))]
+    new_text, placed = apply_edits(text, edits)
+    assert new_text == "[MASK] [MASK] [MASK] visited United Nations offices"
+    assert placed == [Span(0, 3, "PER"), Span(4, 6, "ORG")]
+    assert CoNLL2003().rewrite_label(label, text, edits) == ids("B-PER", "I-PER", "I-PER", "O", "B-ORG", "I-ORG", "O")
+    assert CoNLL2003().span_fragment(label, text, Span(0, 2, "PER")) == ids("B-PER", "I-PER")
