@@ -11,6 +11,7 @@ from bench.core.components import (
     Defense,
     PublicKnowledge,
     RepresentationDefense,
+    SpanDefense,
     Task,
     TokenDefense,
     Truth,
@@ -20,6 +21,7 @@ from bench.core.metrics import Metric
 from bench.core.params import added_later, allows_infinity, require
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
 from bench.core.releases import Release, ReleaseKind
+from bench.core.spans import Edit, Span
 from bench.core.spec import RunSpec
 from bench.data.examples import Examples, TaskData
 
@@ -30,6 +32,7 @@ __all__ = [
     "Attack",
     "BenchError",
     "DEFENSES",
+    "Edit",
     "Defense",
     "Examples",
     "Metric",
@@ -38,6 +41,8 @@ __all__ = [
     "ReleaseKind",
     "RepresentationDefense",
     "RunSpec",
+    "Span",
+    "SpanDefense",
     "TASKS",
     "Task",
     "TaskData",

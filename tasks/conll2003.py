@@ -12,11 +12,11 @@ training text and is scored on the ORIGINAL evaluation text, so the task declare
 and attacks the training release.
 
 Token alignment (the client's side, ``token_labels``): the client releases each sentence's regular
-WordPiece ids (``bench.privacy.mechanisms.client_token_ids``: special tokens, [UNK] among them, are
-dropped; the sentence is cut to ``max_length - 2`` pieces). Each released piece carries its word's tag;
-a B- word's later pieces carry I- of its type. Predictions map back to words by the tag of each word's
-first released piece (``task_predictions``); a word with no released piece (all [UNK], or cut off by
-truncation) is predicted O, and gold is always the whole sentence, so such words count against recall.
+WordPiece ids, and [MASK] where a span defense wrote it (``bench.privacy.mechanisms.client_token_ids``: the other
+special tokens, [UNK] among them, are dropped; the sentence is cut to ``max_length - 2`` pieces). Each released
+piece carries its word's tag; a B- word's later pieces carry I- of its type. Predictions map back to words by
+the tag of each word's first released piece (``task_predictions``); a word with no released piece (all [UNK], or
+cut off by truncation) is predicted O, and gold is always the whole sentence, so such words count against recall.
 
 Sensitive spans (for span defenses, ``bench.core.spans``): the gold entities of each example, of kind PER, ORG,
 LOC or MISC. A rewritten entity stays an entity of its kind: its new words are tagged B-X I-X ... (``rewrite_label``).
@@ -25,7 +25,6 @@ LOC or MISC. A rewritten entity stays an entity of its kind: its new words are t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Sequence
 
@@ -34,6 +33,7 @@ import numpy as np
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span
+from bench.data.alignment import word_of_pieces
 from bench.data.examples import data_dir, sample_indices
 
 TYPES = ("PER", "ORG", "LOC", "MISC")
@@ -125,32 +125,11 @@ class Alignment:
         return out
 
 
-@lru_cache(maxsize=4)
-def _regular_ids(tokenizer) -> np.ndarray:
-    from bench.privacy.mechanisms import regular_token_ids
-
-    return regular_token_ids(tokenizer.get_vocab())
-
-
 def align(texts: Sequence[str], tokenizer, max_length: int) -> list[Alignment]:
-    """The alignment of each space-joined sentence with the regular WordPieces a client releases for it.
-
-    Tokenizes exactly as ``Encoder.token_ids`` does (no special tokens, cut to ``max_length - 2``) and keeps
-    the regular ids as ``client_token_ids`` does; character offsets give each piece's word.
-    """
-    if not getattr(tokenizer, "is_fast", False):
-        raise BenchError("aligning word tags with WordPieces needs a fast tokenizer (character offsets).")
-    regular = _regular_ids(tokenizer)
-    encoded = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_length - 2,
-                        return_offsets_mapping=True)
-    result = []
-    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
-        words = text.split(" ")
-        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
-        keep = np.isin(np.asarray(ids, dtype=np.int64), regular)
-        begins = np.array([start for start, _ in offsets], dtype=np.int64)[keep]
-        result.append(Alignment(len(words), np.searchsorted(starts, begins, side="right").astype(np.int64) - 1))
-    return result
+    """The alignment of each space-joined sentence with the WordPieces a client releases for it
+    (``bench.data.alignment.word_of_pieces``)."""
+    return [Alignment(len(text.split(" ")), word_of) for text, word_of in
+            zip(texts, word_of_pieces(texts, tokenizer, max_length))]
 
 
 # -- scoring -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.core.errors import BenchError
+from bench.models.offline_mlm import MLMRecipe
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Privacy-utility benchmark for text-privacy defenses."
@@ -436,13 +437,18 @@ mlm_app = typer.Typer(no_args_is_help=True, help="The offline encoder's masked L
 app.add_typer(mlm_app, name="mlm")
 
 
+_RECIPE = MLMRecipe()  # the defaults load_mlm("minilm-mlm") uses
+
+
 @mlm_app.command("prepare")
 @user_errors
 def mlm_prepare(
-    budget_minutes: float = typer.Option(30.0, "--budget-minutes", help="Training time (evaluations excluded)."),
-    steps: int = typer.Option(0, help="Optimizer steps (0 = as many as the time budget allows)."),
-    lr: float = typer.Option(3e-4, help="AdamW peak learning rate."),
-    batch_size: int = typer.Option(16, "--batch-size", help="Packed sequences per step."),
+    budget_minutes: float = typer.Option(_RECIPE.budget_minutes, "--budget-minutes",
+                                         help="Training-time cap (evaluations excluded)."),
+    steps: int = typer.Option(_RECIPE.steps, help="Optimizer steps (0 = as many as the time budget allows); the "
+                              "default fixes the model whatever else runs on the machine."),
+    lr: float = typer.Option(_RECIPE.lr, help="AdamW peak learning rate."),
+    batch_size: int = typer.Option(_RECIPE.batch_size, "--batch-size", help="Packed sequences per step."),
     freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", help="Keep the input embedding table "
                                            "(= the tied decoder weight) fixed."),
     curve: bool = typer.Option(False, "--curve", help="Also measure the held-out top-1 at 2, 5, 10 and 20 minutes "
@@ -450,7 +456,7 @@ def mlm_prepare(
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Train (or find cached) the offline MLM; print its directory and held-out top-1."""
-    from bench.models.offline_mlm import CURVE_MINUTES, MLMRecipe, info, prepare, write_curve
+    from bench.models.offline_mlm import CURVE_MINUTES, info, prepare, write_curve
 
     recipe = MLMRecipe(budget_minutes=budget_minutes, steps=steps, lr=lr, batch_size=batch_size,
                        train_embeddings=not freeze_embeddings)

@@ -144,6 +144,36 @@ class TokenDefense(Defense):
         return SpaceRef()
 
 
+class SpanDefense(TokenDefense):
+    """A defense that rewrites the sensitive spans a task declares before the text leaves the client (NDD
+    distortion, span masking); the engine then releases the rewritten text token by token, unchanged.
+
+    It supplies ``rewrite(batch, rng)``: one list of ``bench.core.spans.Edit`` per example of ``batch``
+    (``bench.engine.spans.SpanBatch``: the texts, their labels, the spans chosen for rewriting and the
+    client's own spans by kind, for substitution pools). Which spans are rewritten is the engine's choice
+    from the defense's ``kinds`` and ``fraction`` (``selection``).
+    """
+
+    releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.REWRITTEN_TEXT,)
+
+    def selection(self) -> tuple[tuple[str, ...], float]:
+        """The span kinds to rewrite (empty = every kind the task declares) and the share of them."""
+        kinds = getattr(self, "kinds", "all")
+        chosen = () if kinds in ("", "all") else tuple(k.strip() for k in str(kinds).split("+") if k.strip())
+        return chosen, float(getattr(self, "fraction", 1.0))
+
+    def rewrite(self, batch, rng: np.random.Generator) -> list[list]:
+        """The edits of each example of ``batch`` (``bench.engine.spans.SpanBatch``)."""
+        raise NotImplementedError
+
+    def token_mechanism(self):
+        """The public mechanism: the rewrite's name and parameters; tokens then pass unchanged."""
+        from bench.core.params import component_args
+        from bench.privacy.public import SpanRewrite
+
+        return SpanRewrite(type(self).registry_name, component_args(self))
+
+
 class RepresentationDefense(Defense):
     """A defense that transforms sentence representations (TextHide, d_chi on sequences, ...).
 
@@ -205,6 +235,8 @@ class Truth:
     texts: list[Text]  # the true text (sentence or pair) of each release row
     labels: np.ndarray  # the true label of each release row
     corpus_labels: np.ndarray  # labels of PublicKnowledge.corpus, for label-agreement metrics
+    # for a release with slots: the original piece ids of each slot's sensitive span, per row, in slot order
+    spans: list[list[tuple[int, ...]]] | None = None
 
 
 class Attack:

@@ -13,6 +13,7 @@ class ReleaseKind(str, Enum):
     """The kinds of release a defense can produce and an attack can consume."""
 
     TEXT = "text"
+    REWRITTEN_TEXT = "rewritten_text"  # text whose sensitive spans were rewritten: not aligned with its input
     TOKEN_EMBEDDINGS = "token_embeddings"
     SENTENCE_EMBEDDINGS = "sentence_embeddings"
     GRADIENTS = "gradients"
@@ -41,6 +42,11 @@ class Release:
             None when the threat model grants no such pairs.
         split: the split ``owners`` index: ``eval`` (the default), or ``train`` when the evaluation data is
             released unprotected (a task with ``evaluate_on = "original"``) and the training release is attacked.
+        slots: for a token-level release of a task that declares sensitive spans, where each row's sensitive
+            spans lie in it: ``(segment, first piece, end piece, kind)`` per span (for a span defense, the
+            rewritten slots). Public: the adversary is told where the spans are, not what they were.
+        span_prior: the public frequency of sensitive spans by kind (``{kind: [(piece ids, count), ...]}``, most
+            frequent first), counted on data released unprotected; the frequency guess attacks report beside.
     """
 
     kind: ReleaseKind
@@ -50,6 +56,8 @@ class Release:
     space: Any = None
     known_pairs: tuple[np.ndarray, np.ndarray] | None = None
     split: str = "eval"
+    slots: list[list[tuple[int, int, int, str]]] | None = None
+    span_prior: dict[str, list[tuple[tuple[int, ...], int]]] | None = None
 
 
 @dataclass

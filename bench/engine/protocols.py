@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.core.components import RepresentationDefense, TokenDefense
+from bench.core.components import RepresentationDefense, SpanDefense, TokenDefense
 from bench.core.errors import BenchError
 from bench.core.releases import GradientRelease, Release, ReleaseKind
 from bench.core.spec import RunSpec
@@ -65,6 +65,7 @@ class CellOutput:
     notes: dict[str, Any] = field(default_factory=dict)
     encoder: Any = None  # the public encoder an adversary holds for this release
     deferred: dict[ReleaseKind, Any] = field(default_factory=dict)  # kind -> () -> Release, built only if attacked
+    truth_spans: list | None = None  # original pieces behind each slot of the release (Truth.spans), engine-only
 
     def release(self, kind: ReleaseKind) -> Release:
         """The release of ``kind``, building a deferred one on first use."""
@@ -89,7 +90,7 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
 
 
 PROTOCOL_KINDS = {
-    "tokens": (ReleaseKind.TEXT, ReleaseKind.TOKEN_EMBEDDINGS),
+    "tokens": (ReleaseKind.TEXT, ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.REWRITTEN_TEXT),
     "representations": (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS),
 }
 
@@ -126,8 +127,21 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
     original_eval = task.evaluate_on == "original"
     space_ref = defense.token_space()
     space = space_ref.build(server.encoder)
-    train_segments, regroup_train = flatten_segments(context.data.train.texts)  # a pair's sentences separately
-    eval_segments, regroup_eval = flatten_segments(context.data.eval.texts)
+    train, evaluation = context.data.train, context.data.eval
+    train_texts, train_labels, eval_texts, eval_labels = list(train.texts), train.labels, list(evaluation.texts), \
+        evaluation.labels
+    rewritten = {}
+    if isinstance(defense, SpanDefense):  # the client rewrites its sensitive spans first (bench.engine.spans)
+        from bench.engine.spans import rewrite_split
+
+        rewritten["train"] = rewrite_split(defense, task, context.data, "train", numpy_generator(seed, "client-spans"))
+        train_texts, train_labels = rewritten["train"].texts, rewritten["train"].labels
+        if not original_eval:
+            rewritten["eval"] = rewrite_split(defense, task, context.data, "eval",
+                                              numpy_generator(seed, "client-spans-eval"))
+            eval_texts, eval_labels = rewritten["eval"].texts, rewritten["eval"].labels
+    train_segments, regroup_train = flatten_segments(train_texts)  # a pair's sentences separately
+    eval_segments, regroup_eval = flatten_segments(eval_texts)
     train_ids = space.client_ids(train_segments, numpy_generator(seed, "client-train-oov"))
     eval_ids = space.client_ids(eval_segments, numpy_generator(seed, "client-eval-oov"))
     mechanism = public_token_mechanism(defense)
@@ -137,9 +151,8 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
     eval_mechanism = IdentityTokens() if original_eval else mechanism
     eval_release = regroup_eval(space.render(eval_mechanism.privatize(eval_ids, space, numpy_generator(seed,
                                                                                                       "client-eval"))))
-    train, evaluation = context.data.train, context.data.eval
-    server.fit_tokens(train_release, task.token_labels(list(train.texts), train.labels, server.encoder))
-    predictions = task.task_predictions(server.predict_tokens(eval_release), list(evaluation.texts), server.encoder)
+    server.fit_tokens(train_release, task.token_labels(train_texts, train_labels, server.encoder))
+    predictions = task.task_predictions(server.predict_tokens(eval_release), eval_texts, server.encoder)
     kind = mechanism.release_kind
     if original_eval:
         release = Release(kind, train_release, owners=np.arange(len(train_release)),
@@ -153,7 +166,44 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
     notes.update({"released_tokens": int(sum(len(x) for x in attacked_ids)), "token_space": space.format,
                   "public_mechanism": mechanism.describe(), **mechanism.facts(),
                   **defense.describe(server.encoder.dim)})
-    return CellOutput(task.score(predictions, evaluation.labels), {kind: release}, notes, server.encoder)
+    truth_spans = None
+    if type(task).span_kinds and space.format == "wordpiece":
+        split = "train" if original_eval else "eval"
+        done = rewritten.get(split)
+        originals = list(getattr(context.data, split).texts)
+        if done is not None:
+            segments, regroup = flatten_segments(originals)
+            original_ids = regroup(space.client_ids(segments))
+        else:
+            original_ids = regroup_train(train_ids) if original_eval else regroup_eval(eval_ids)
+        release.slots, truth_spans, facts = _span_slots(task, context, split, done, originals, original_ids,
+                                                        release.data, server.encoder)
+        notes.update(facts)
+        if original_eval:  # the evaluation split is released unprotected: its spans' frequencies are public
+            from bench.engine.spans import non_overlapping_spans, span_prior
+
+            release.span_prior = span_prior(regroup_eval(eval_ids), eval_texts,
+                                            non_overlapping_spans(task, context.data, "eval"),
+                                            server.encoder.tokenizer, server.encoder.max_length)
+    return CellOutput(task.score(predictions, eval_labels), {kind: release}, notes, server.encoder,
+                      truth_spans=truth_spans)
+
+
+def _span_slots(task, context, split, rewritten, originals, original_ids, released, encoder):
+    """Where the sensitive spans of the attacked release lie, their original pieces, and what the record says."""
+    from bench.engine.spans import locate_slots, non_overlapping_spans
+
+    if rewritten is not None:
+        spans, placed, texts = rewritten.chosen, rewritten.placed, rewritten.texts
+        facts = {"spans_rewritten": rewritten.rewritten, "spans_declared": rewritten.candidates}
+    else:
+        spans = placed = non_overlapping_spans(task, context.data, split)
+        texts = originals
+        facts = {"spans_declared": int(sum(map(len, spans)))}
+    slots, truth = locate_slots(released, original_ids, originals, spans, texts, placed, encoder.tokenizer,
+                                encoder.max_length)
+    facts["span_slots"] = int(sum(map(len, slots)))
+    return slots, truth, facts
 
 
 def public_token_mechanism(defense: TokenDefense):

@@ -31,6 +31,26 @@ def compatible_kind(defense_cls: type, attack_cls: type):
     )
 
 
+def check_spans(task_cls: type, defense_cls: type, attack_cls: type | None, defense_args: dict) -> None:
+    """A span defense, or an attack scored on sensitive spans, needs a task that declares them (of the kinds
+    the defense names)."""
+    from bench.core.components import SpanDefense
+
+    declared = tuple(task_cls.span_kinds)
+    for name, needs in ((f"defense '{defense_cls.registry_name}'", issubclass(defense_cls, SpanDefense)),
+                        (f"attack '{attack_cls.registry_name}'" if attack_cls else "",
+                         bool(getattr(attack_cls, "needs_spans", False)))):
+        if needs and not declared:
+            raise BenchError(f"{name} works on sensitive spans, and task '{task_cls.registry_name}' declares none "
+                             "(conll2003, ptb and squad do).")
+    if issubclass(defense_cls, SpanDefense):
+        kinds, _ = build_component(defense_cls, defense_args).selection()
+        unknown = [k for k in kinds if k not in declared]
+        if unknown:
+            raise BenchError(f"task '{task_cls.registry_name}' has no span kind '{unknown[0]}'; it declares "
+                             f"{', '.join(declared)}.")
+
+
 def make_spec(
     task: str = "sst2",
     defense: str = "none",
@@ -71,6 +91,7 @@ def make_spec(
         wanted = compatible_kind(defense_cls, attack_cls)
         resolved_attack = component_args(build_component(attack_cls, attack_args))
     protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
+    check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
     given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
     options = build_component(ServerOptions, given_server)
     resolved_server = options.resolved(given_server)
@@ -147,7 +168,8 @@ def run_cell(spec: RunSpec) -> ResultRecord:
         corpus, corpus_labels = data.corpus()
         public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
         owned = data.train if release.split == "train" else data.eval  # the split the release was made from
-        truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels)
+        truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels,
+                      spans=output.truth_spans if release.slots is not None else None)
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):

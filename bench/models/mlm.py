@@ -237,3 +237,51 @@ def masked_token_accuracy(mlm: MaskedLM, texts: Sequence[str], rate: float = MAS
         return 0.0
     found = top1_at(mlm, rows, types, where, batch_size=batch_size, description="masked-token accuracy")
     return float(np.mean(np.concatenate(found) == np.concatenate(truth)))
+
+
+@functools.lru_cache(maxsize=4)
+def shared_mlm(name: str, device: str = "cpu") -> MaskedLM:
+    """One read-only copy of the masked LM ``name`` per process (distortion and attacks never train it)."""
+    return load_mlm(name, device)
+
+
+@functools.lru_cache(maxsize=8)
+def mlm_facts(name: str, device: str = "cpu") -> dict[str, Any]:
+    """What a record says of the MLM ``name``: its name, its head in words and its held-out masked top-1
+    (read from a trained offline MLM's info, else measured on the held-out public text)."""
+    from bench.data.public_corpus import held_out
+
+    mlm = shared_mlm(name, device)
+    if name == "minilm-mlm":
+        from bench.models.offline_mlm import info, prepare
+
+        top1 = info(prepare())["held_out_top1"]
+    else:
+        texts, _, _ = held_out()
+        top1 = round(masked_token_accuracy(mlm, texts), 4)
+    return {"mlm": name, "mlm_head": mlm.head, "mlm_top1": top1}
+
+
+def check_mlm_name(name: str, allow_untrained: bool = False) -> None:
+    """Raise ``BenchError`` unless ``name`` is a masked LM with a trained head, without loading weights:
+    ``minilm-mlm``, a directory saved by ``MaskedLM.save``, or a hub checkpoint whose config names an MLM
+    head. ``minilm`` (and a hub encoder without a head) would get a fresh, untrained head: accepted only with
+    ``allow_untrained`` (plumbing tests)."""
+    from bench.models.encoders import _locate
+
+    if name == "minilm-mlm":
+        return
+    if not name or name.startswith("mock") or name == "bilstm":
+        raise BenchError(f"'{name}' is not a masked LM; use minilm-mlm (offline) or a hub id with an MLM head such "
+                         "as bert-base-cased.")
+    if name == "minilm":
+        if allow_untrained:
+            return
+        raise BenchError("mlm=minilm has an untrained prediction head; use minilm-mlm, the offline encoder's MLM "
+                         "trained here.")
+    from transformers import AutoConfig
+
+    path, _ = _locate(name)
+    if (Path(path) / HEAD_FILE).is_file() or _has_mlm_head(AutoConfig.from_pretrained(path)) or allow_untrained:
+        return
+    raise BenchError(f"'{name}' has no masked-LM head; use minilm-mlm or a hub id with one (bert-base-cased).")

@@ -31,10 +31,18 @@ def regular_token_ids(vocab: dict[str, int]) -> np.ndarray:
     return np.array(sorted(i for token, i in vocab.items() if not SPECIAL_TOKEN.match(token)), dtype=np.int64)
 
 
+def released_token_ids(tokenizer) -> np.ndarray:
+    """Ids a client may send: the regular WordPieces, and [MASK], which only a span-masking defense writes."""
+    ids = regular_token_ids(tokenizer.get_vocab())
+    mask = getattr(tokenizer, "mask_token_id", None)
+    return np.union1d(ids, [mask]).astype(np.int64) if mask is not None else ids
+
+
 def client_token_ids(encoder, texts) -> list[np.ndarray]:
-    """What a client perturbs: each text's regular WordPiece ids (special tokens are never inputs)."""
-    regular = regular_token_ids(encoder.tokenizer.get_vocab())
-    return [ids[np.isin(ids, regular)] for ids in encoder.token_ids(list(texts))]
+    """What a client sends: each text's regular WordPiece ids, and [MASK] where a span defense wrote it (the
+    other special tokens, [UNK] among them, are never inputs)."""
+    released = released_token_ids(encoder.tokenizer)
+    return [ids[np.isin(ids, released)] for ids in encoder.token_ids(list(texts))]
 
 
 def _split(flat: np.ndarray, lengths: list[int]) -> list[np.ndarray]:

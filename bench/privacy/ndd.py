@@ -269,3 +269,12 @@ def ndd_scores_loop(mlm, original_ids, span, candidates_ids: Sequence, mu: float
                 total += mu ** min(abs(k - i), abs(k - j)) * kl
             scores.append(total)
     return np.asarray(scores, dtype=np.float64)
+
+
+def masked_log_probs(mlm, rows: np.ndarray, where: np.ndarray):
+    """float64 log-softmax over the MLM's vocabulary at column ``where[r]`` of each row (rows padded with -1),
+    in one forward pass without gradients: what generative filling samples from."""
+    import torch
+
+    with torch.inference_mode():
+        return _log_probs_at(mlm, rows, where)

