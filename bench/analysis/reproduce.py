@@ -31,7 +31,8 @@ recorded settings that bracket it) at the privacy level the paper reports for th
 defense argument ``over``; ``select`` inside ``match`` overrides the selection of the privacy curve, and
 ``paper_at: "<table>:<path>"`` reads the privacy level from another reference file.
 Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers; ops: ``gt``
-(left > right + margin), ``lt`` (left < right - margin), ``ge``/``le`` (the same, allowing equality),
+(left > right + margin: beats it by more than margin), ``lt`` (left < right - margin), ``ge`` (left >= right -
+margin: not below it by more than margin), ``le`` (left <= right + margin),
 ``within`` (|left - right| <= margin) and ``increasing`` / ``decreasing`` (``rows``, each above / below the
 previous by more than margin).
 The same checks are also evaluated on the paper's own numbers, so a claim's wording can be checked against
@@ -351,10 +352,10 @@ def check(spec: dict[str, Any], means: dict[str, float | None], table: str) -> d
     if left is None or right is None:
         missing = [n for v, n in ((left, left_name), (right, right_name)) if v is None]
         return {"verdict": NO_RECORDS, "detail": "missing: " + ", ".join(missing)}
-    ok = {"gt": left > right + margin, "ge": left >= right + margin, "lt": left < right - margin,
-          "le": left <= right - margin, "within": abs(left - right) <= margin}[op]
+    ok = {"gt": left > right + margin, "ge": left >= right - margin, "lt": left < right - margin,
+          "le": left <= right + margin, "within": abs(left - right) <= margin}[op]
     symbol = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "within": "within"}[op]
-    tail = {"gt": f" + {margin:g}", "ge": f" + {margin:g}", "lt": f" - {margin:g}", "le": f" - {margin:g}",
+    tail = {"gt": f" + {margin:g}", "ge": f" - {margin:g}", "lt": f" - {margin:g}", "le": f" + {margin:g}",
             "within": f" ± {margin:g}"}[op] if margin or op == "within" else ""
     return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right,
             "detail": f"{left_name} {left:.3f} {symbol} {right_name} {right:.3f}{tail}"}
@@ -478,7 +479,8 @@ def missing_cells(root: Path, table: str, records: list[ResultRecord]) -> list[d
                 training = dict(training)
                 if "mode" in training:
                     kwargs["mode"] = training.pop("mode")
-                kwargs.setdefault("training_args", {}).update(training)
+                if training:
+                    kwargs.setdefault("training_args", {}).update(training)
             elif key in SPEC_FIELDS and not rest:
                 kwargs[key] = value
         for seed in seeds:

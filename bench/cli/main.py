@@ -403,7 +403,7 @@ def reproduce(
     records, problems = store.read()
     for problem in problems:
         err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, soft_wrap=True)
-    console = out if out.is_terminal else Console(width=200)
+    console = out if out.is_terminal else Console(width=int(os.environ.get("COLUMNS") or 200))
     if table is None:
         if run_missing:
             raise BenchError("--run needs a TABLE: name the table whose missing cells should run.")
@@ -457,6 +457,8 @@ def _fmt(value, std=None, n=None) -> str:
 
 
 def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
+    from collections import Counter
+
     verdict_style = {"holds": "green", "fails": "red", "no records": "yellow"}
     console.print(f"[bold]{report['title']}[/bold]  ({report['paper_table']}, {report['reference']})", highlight=False)
     for side, setting in (("paper", report["paper_setting"]), ("ours", report["our_setting"])):
@@ -464,20 +466,29 @@ def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
             console.print(f"  {side}: " + " · ".join(f"{k} {v}" for k, v in setting.items()), highlight=False)
     for deviation in report["deviations"]:
         console.print(f"  [dim]deviation: {deviation}[/dim]", highlight=False)
+    def where(ours) -> str:
+        setting = ours["setting"]
+        if not setting:
+            return ""
+        return (f"{setting['encoder']} · n_train {setting['n_train']} · {setting['mode']} · {setting['epochs']} epochs "
+                f"· seeds {','.join(map(str, ours['seeds']))}")
+
+    settings = Counter(where(row["ours"]) for row in report["rows"] if row["ours"]["mean"] is not None)
+    common = settings.most_common(1)[0][0] if settings else ""
+    if common:
+        console.print(f"  our records (unless a row says otherwise): {common}", highlight=False)
     table = Table(title_justify="left")
-    for column in ("row", "metric", "paper", "ours (mean ± std, n)", "ours - paper", "our setting / note"):
-        table.add_column(column, no_wrap=column != "our setting / note")
+    for column in ("row", "metric", "paper", "ours (mean ± std, n)", "ours - paper", "note"):
+        table.add_column(column, no_wrap=column != "note")
     for row in report["rows"]:
         ours = row["ours"]
         if recorded and ours["mean"] is None:
             continue
-        setting = ours["setting"]
-        where = (f"{setting['encoder']} n_train {setting['n_train']} {setting['mode']} {setting['epochs']} ep, "
-                 f"seeds {','.join(map(str, ours['seeds']))}") if setting else ""
-        table.add_row(row["id"], row["metric"].split("/", 1)[-1], _fmt(row["paper"]["value"], row["paper"]["std"]),
+        setting = where(ours)
+        table.add_row(row["id"], row["metric"].rsplit("/", 1)[-1], _fmt(row["paper"]["value"], row["paper"]["std"]),
                       _fmt(ours["mean"], ours["std"], ours["n"]) if ours["mean"] is not None else "no records",
                       "" if row["difference"] is None else f"{row['difference']:+.3f}",
-                      "; ".join(filter(None, [where, ours["note"]])))
+                      "; ".join(filter(None, [setting if setting != common else "", ours["note"]])))
     console.print(table)
     claims = Table(title="claims (checked on our records; 'paper' = the same checks on the paper's numbers)",
                    title_justify="left")
@@ -486,7 +497,7 @@ def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
     for claim in report["claims"]:
         checked = sum(c["verdict"] != "no records" for c in claim["checks"])
         failing = [c["detail"] for c in claim["checks"] if c["verdict"] == "fails"][:3]
-        detail = f"{checked}/{len(claim['checks'])} checked" + (": " + "; ".join(failing) if failing else "")
+        detail = f"{checked}/{len(claim['checks'])} checked" + ("; failing: " + "; ".join(failing) if failing else "")
         claims.add_row(f"{claim['id']}\n[dim]{claim['text']}[/dim]",
                        f"[{verdict_style[claim['verdict']]}]{claim['verdict']}[/]",
                        claim["paper_verdict"] if claim["paper_verdict"] != "no records" else "n/a", detail)
