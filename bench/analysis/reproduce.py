@@ -19,7 +19,8 @@ Mapping format (YAML)::
         scheme: "{scheme}"
         select: {task: "{task}", attack: rss}
         metric: privacy/rss/identity
-        match: {by: privacy/inversion/token_accuracy, over: eta, paper_at: "table3.sst2.{eta}"}  # optional
+        match: {by: privacy/inversion/token_accuracy, over: eta, paper_at: "table3.sst2.{eta}",
+                run: [10.0, 60.0, 120.0, 1000.0]}          # optional
     claims:
       - id: "T3: TextHide at the random guess"
         text: "..."
@@ -29,7 +30,8 @@ Mapping format (YAML)::
 A ``match`` row compares at matched privacy: ours is our metric interpolated (linearly, between the two
 recorded settings that bracket it) at the privacy level the paper reports for that cell, over the sweep of
 defense argument ``over``; ``select`` inside ``match`` overrides the selection of the privacy curve, and
-``paper_at: "<table>:<path>"`` reads the privacy level from another reference file.
+``paper_at: "<table>:<path>"`` reads the privacy level from another reference file; ``run`` lists the values
+of ``over`` that ``--run`` runs for the row (the sweep; without it ``--run`` skips the row).
 Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers; ops: ``gt``
 (left > right + margin: beats it by more than margin), ``lt`` (left < right - margin), ``ge`` (left >= right -
 margin: not below it by more than margin), ``le`` (left <= right + margin),
@@ -457,37 +459,54 @@ def _hashes(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
+def _spec_kwargs(select: dict[str, Any]) -> dict[str, Any]:
+    """make_spec keyword arguments from a row's selection (dotted paths set one key of a dict field)."""
+    kwargs: dict[str, Any] = {}
+    renamed = {"server": "server_args", "training": "training_args"}
+    for key, value in select.items():
+        head, _, rest = key.partition(".")
+        if head not in SPEC_FIELDS:
+            continue
+        name = renamed.get(head, head)
+        if rest:
+            kwargs[name] = {**kwargs.get(name, {}), rest: value}
+        elif isinstance(value, dict) and isinstance(kwargs.get(name), dict):
+            kwargs[name] = {**value, **kwargs[name]}
+        else:
+            kwargs[name] = value
+    training = dict(kwargs.pop("training_args", {}))
+    if "mode" in training:
+        kwargs["mode"] = training.pop("mode")
+    if training:
+        kwargs["training_args"] = training
+    return kwargs
+
+
 def missing_cells(root: Path, table: str, records: list[ResultRecord]) -> list[dict[str, Any]]:
-    """make_spec keyword arguments of every (row, seed) without a record, for ``--run`` (matched-privacy rows
-    and rows selecting fields make_spec cannot set are skipped)."""
+    """make_spec keyword arguments of every (row, seed) without a record, for ``--run``.
+
+    A matched-privacy row needs a sweep, not one cell: its ``match.run`` lists the values of ``match.over`` to
+    run (without it the row is skipped). Rows that select no defense (no harness counterpart) are skipped."""
     mapping = load_mapping(root, table)
     if mapping.get("not_mapped"):
         raise BenchError(f"table '{table}' is not mapped to harness cells: {mapping['not_mapped']}")
     seeds = (mapping.get("run") or {}).get("seeds") or [0, 1, 2]
     cells, seen = [], set()
     for row in expand_rows(mapping, table):
-        if row.get("match") or row.get("select", {}).get("defense") is None:
+        if row["select"].get("defense") is None:
             continue
-        select = row["select"]
-        kwargs: dict[str, Any] = {}
-        for key, value in select.items():
-            head, _, rest = key.partition(".")
-            if key == "server":
-                kwargs["server_args"] = value
-            elif head == "training":
-                training = value if not rest else {rest: value}
-                training = dict(training)
-                if "mode" in training:
-                    kwargs["mode"] = training.pop("mode")
-                if training:
-                    kwargs.setdefault("training_args", {}).update(training)
-            elif key in SPEC_FIELDS and not rest:
-                kwargs[key] = value
-        for seed in seeds:
-            if any(matches(r, select) and r.seed == seed and row["metric"] in r.metrics for r in records):
-                continue
-            key = json.dumps({**kwargs, "seed": seed}, sort_keys=True, default=str)
-            if key not in seen:
-                seen.add(key)
-                cells.append({**kwargs, "seed": seed})
+        selections = [row["select"]]
+        if row.get("match"):
+            over = row["match"]["over"]
+            selections = [{**row["select"], "defense_args": {**(row["select"].get("defense_args") or {}), over: value}}
+                          for value in row["match"].get("run") or []]
+        for select in selections:
+            kwargs = _spec_kwargs(select)
+            for seed in seeds:
+                if any(r.seed == seed and row["metric"] in r.metrics and matches(r, select) for r in records):
+                    continue
+                key = json.dumps({**kwargs, "seed": seed}, sort_keys=True, default=str)
+                if key not in seen:
+                    seen.add(key)
+                    cells.append({**kwargs, "seed": seed})
     return cells

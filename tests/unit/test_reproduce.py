@@ -38,7 +38,8 @@ MAPPING = {
          "select": {"task": "sst2", "defense": "dchi-token", "defense_args": {"eta": 60.0}, "attack": "rss"}},
         {"for": {"eta": [50, 90]}, "id": "matched {eta}", "metric": "utility/accuracy",
          "select": {"task": "sst2", "defense": "dchi-text"},
-         "match": {"by": "privacy/inversion/token_accuracy", "over": "eta", "paper_at": "inversion.{eta}"}},
+         "match": {"by": "privacy/inversion/token_accuracy", "over": "eta", "paper_at": "inversion.{eta}",
+                   "run": [10.0, 60.0, 120.0]}},
     ],
     "claims": [
         {"id": "hiding costs utility", "text": "base above hidden",
@@ -111,10 +112,16 @@ def test_without_records_every_claim_has_no_records(tmp_path):
 def test_missing_cells_are_what_run_would_run(tmp_path):
     store = toy_results(tmp_path)
     cells = rep.missing_cells(tmp_path, "toy", store.read()[0])
-    assert [c["seed"] for c in cells] == [2, 2, 0, 1, 2]  # base and hidden lack seed 2; other lacks all
+    # base and hidden lack seed 2; other lacks all; the matched rows' sweep lacks seed 2 and eta 120 (listed once)
+    assert [c["seed"] for c in cells] == [2, 2, 0, 1, 2, 2, 2, 0, 1, 2]
+    sweep = [(c["defense_args"]["eta"], c["seed"]) for c in cells if c["defense"] == "dchi-text"]
+    assert sweep == [(10.0, 2), (60.0, 2), (120.0, 0), (120.0, 1), (120.0, 2)]
     other = [c for c in cells if c["defense"] == "dchi-token"]
     assert other[0] == {"encoder": "mock", "mode": "frozen", "task": "sst2", "defense": "dchi-token",
                         "defense_args": {"eta": 60.0}, "attack": "rss", "seed": 0}
+    assert rep._spec_kwargs({"training.mode": "finetune", "training.epochs": 3, "server.adapt": "prob",
+                             "task": "qqp"}) == {"mode": "finetune", "training_args": {"epochs": 3},
+                                                 "server_args": {"adapt": "prob"}, "task": "qqp"}
 
 
 def test_report_is_written_atomically_and_parses(tmp_path):
