@@ -1,7 +1,8 @@
 """Streamlit privacy-utility leaderboard over results/ (CSV and JSON only: no torch, no pickle).
 
 Run with ``bench dashboard``. Reads ``<results>/leaderboard.csv`` (written by ``bench summarize``) and
-``<results>/analysis/deniability-*.json`` (written by ``bench analyze deniability``) from
+``<results>/analysis/deniability-*.json`` (written by ``bench analyze deniability``) and
+``<results>/reproduction/*.json`` (written by ``bench reproduce``) from
 ``$BENCH_RESULTS_DIR`` or ``./results``.
 """
 
@@ -14,6 +15,7 @@ import streamlit as st
 from bench.results.store import ResultStore
 from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
 from dashboard.deniability import render_deniability
+from dashboard.reproduction import render_reproduction
 from dashboard.sweeps import sweep_chart, sweeps, with_settings
 
 CONFIG_KEYS = ["task", "encoder", "defense", "defense_args", "attack", "mode", "n_train", "n_eval", "config_hash"]
@@ -103,15 +105,17 @@ def render_adaptation(shown: pd.DataFrame, task: str) -> None:
 
 
 def main() -> None:
-    """The page: the leaderboard tab and the plausible deniability tab."""
+    """The page: the leaderboard, plausible deniability and paper-vs-ours tabs."""
     st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
     st.title("Privacy-utility leaderboard")
     store = ResultStore()
-    board_tab, deniability_tab = st.tabs(["Leaderboard", "Plausible deniability"])
+    board_tab, deniability_tab, paper_tab = st.tabs(["Leaderboard", "Plausible deniability", "Paper vs ours"])
     with board_tab:
         leaderboard(store)
     with deniability_tab:
         render_deniability(store.root)
+    with paper_tab:
+        render_reproduction(store.root)
 
 
 def leaderboard(store: ResultStore) -> None:

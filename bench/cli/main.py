@@ -384,6 +384,130 @@ def new_component(
     out.print(f"wrote {path}; check it with: bench check-plugin {path}", highlight=False, soft_wrap=True)
 
 
+@app.command()
+@user_errors
+def reproduce(
+    table: Optional[str] = typer.Argument(None, help="Reference table (a results/reference/*.json stem); omit to "
+                                          "list the tables and how many of their cells we have records for."),
+    run_missing: bool = typer.Option(False, "--run", help="First run the table's cells without records, at the "
+                                     "offline defaults of its mapping (slow); without it nothing runs."),
+    recorded: bool = typer.Option(False, "--recorded", help="Print only the rows we have records for."),
+    results_dir: Optional[Path] = ResultsOption,
+) -> None:
+    """A paper's table beside our records (mean ± std over seeds, n), with a verdict on each of its claims;
+    writes results/reproduction/<table>.json for the dashboard."""
+    from bench.analysis import reproduce as rep
+    from bench.results.store import ResultStore
+
+    store = ResultStore(results_dir)
+    store.check_exists()
+    records, problems = store.read()
+    for problem in problems:
+        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, soft_wrap=True)
+    console = out if out.is_terminal else Console(width=int(os.environ.get("COLUMNS") or 200))
+    if table is None:
+        if run_missing:
+            raise BenchError("--run needs a TABLE: name the table whose missing cells should run.")
+        console.print(_coverage_table(rep.coverage(store.root, records)))
+        return
+    if run_missing:
+        _run_missing(rep, store, table, records)
+        records, _ = store.read()
+    report = rep.reproduce(store.root, table, records)
+    path = rep.write_report(store.root, report)
+    _print_reproduction(console, report, recorded)
+    out.print(f"wrote {path}", highlight=False)
+
+
+def _run_missing(rep, store, table: str, records) -> None:
+    from bench.engine.grid import run_grid
+    from bench.engine.runner import make_spec
+
+    cells = rep.missing_cells(store.root, table, records)
+    specs = []
+    for kwargs in cells:
+        try:
+            specs.append(make_spec(**kwargs))
+        except BenchError as exc:
+            err.print(f"[yellow]skipped[/yellow] {kwargs}: {exc}", highlight=False, soft_wrap=True)
+    err.print(f"{table}: {len(specs)} missing cells to run")
+    ran, skipped = run_grid(specs, store, lambda spec, status: err.print(f"  {status:8} {spec.label()}",
+                                                                          highlight=False))
+    err.print(f"ran {ran} cells, skipped {skipped} already recorded")
+
+
+def _coverage_table(rows) -> Table:
+    table = Table(title="reference tables and our records", title_justify="left")
+    for column in ("table", "status", "rows with records", "cells used", "claims: holds / fails / no records"):
+        table.add_column(column)
+    for row in rows:
+        if row["status"] != "mapped":
+            table.add_row(row["table"], row["status"], "", "", row.get("reason", ""))
+            continue
+        claims = row["claims"]
+        table.add_row(row["table"], "mapped", f"{row['rows_with_records']} / {row['rows']}", str(row["cells"]),
+                      f"{claims['holds']} / {claims['fails']} / {claims['no records']}")
+    return table
+
+
+def _fmt(value, std=None, n=None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.3f}" + (f" ± {std:.3f}" if std is not None else "")
+    return text + (f" (n={n})" if n is not None else "")
+
+
+def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
+    from collections import Counter
+
+    verdict_style = {"holds": "green", "fails": "red", "no records": "yellow"}
+    console.print(f"[bold]{report['title']}[/bold]  ({report['paper_table']}, {report['reference']})", highlight=False)
+    for side, setting in (("paper", report["paper_setting"]), ("ours", report["our_setting"])):
+        if setting:
+            console.print(f"  {side}: " + " · ".join(f"{k} {v}" for k, v in setting.items()), highlight=False)
+    for deviation in report["deviations"]:
+        console.print(f"  [dim]deviation: {deviation}[/dim]", highlight=False)
+    def where(ours) -> str:
+        setting = ours["setting"]
+        if not setting:
+            return ""
+        return (f"{setting['encoder']} · n_train {setting['n_train']} · {setting['mode']} · {setting['epochs']} epochs "
+                f"· seeds {','.join(map(str, ours['seeds']))}")
+
+    settings = Counter(where(row["ours"]) for row in report["rows"] if row["ours"]["mean"] is not None)
+    common = settings.most_common(1)[0][0] if settings else ""
+    if common:
+        console.print(f"  our records (unless a row says otherwise): {common}", highlight=False)
+    table = Table(title_justify="left")
+    for column in ("row", "metric", "paper", "ours (mean ± std, n)", "ours - paper", "note"):
+        table.add_column(column, no_wrap=column != "note")
+    for row in report["rows"]:
+        ours = row["ours"]
+        if recorded and ours["mean"] is None:
+            continue
+        setting = where(ours)
+        table.add_row(row["id"], row["metric"].rsplit("/", 1)[-1], _fmt(row["paper"]["value"], row["paper"]["std"]),
+                      _fmt(ours["mean"], ours["std"], ours["n"]) if ours["mean"] is not None else "no records",
+                      "" if row["difference"] is None else f"{row['difference']:+.3f}",
+                      "; ".join(filter(None, [setting if setting != common else "", ours["note"]])))
+    console.print(table)
+    claims = Table(title="claims (checked on our records; 'paper' = the same checks on the paper's numbers)",
+                   title_justify="left")
+    for column in ("claim", "ours", "paper", "checks"):
+        claims.add_column(column, no_wrap=column in ("ours", "paper"))
+    for claim in report["claims"]:
+        checked = sum(c["verdict"] != "no records" for c in claim["checks"])
+        failing = [c["detail"] for c in claim["checks"] if c["verdict"] == "fails"][:3]
+        detail = f"{checked}/{len(claim['checks'])} checked" + ("; failing: " + "; ".join(failing) if failing else "")
+        claims.add_row(f"{claim['id']}\n[dim]{claim['text']}[/dim]",
+                       f"[{verdict_style[claim['verdict']]}]{claim['verdict']}[/]",
+                       claim["paper_verdict"] if claim["paper_verdict"] != "no records" else "n/a", detail)
+    console.print(claims)
+    summary = report["summary"]
+    console.print(f"{summary['rows_with_records']} of {summary['rows']} rows have records; claims: "
+                  + ", ".join(f"{n} {v}" for v, n in summary["claims"].items()), highlight=False)
+
+
 analyze = typer.Typer(no_args_is_help=True, help="Analyses of the privacy mechanisms themselves (no task, no server).")
 app.add_typer(analyze, name="analyze")
 

@@ -140,7 +140,7 @@ def test_deniability_tab_plots_n_w_and_s_w_against_eta(tmp_path, run_app):
     (tmp_path / "analysis" / "deniability-broken.json").write_text("{not json")
     app = run_app(tmp_path)
     assert not app.exception
-    assert [tab.label for tab in app.tabs] == ["Leaderboard", "Plausible deniability"]
+    assert [tab.label for tab in app.tabs] == ["Leaderboard", "Plausible deniability", "Paper vs ours"]
     assert "bench summarize" in app.info[0].value  # the leaderboard tab still explains itself
     assert "deniability-broken.json" in app.warning[0].value  # a bad file is named and skipped
     selections = app.dataframe[0].value.set_index("rule")
@@ -216,3 +216,39 @@ def test_adaptation_section_charts_gain_against_eta(tmp_path, run_app):
     assert '"log"' in chart.proto.spec and "gained" in chart.proto.spec
     data = "".join(d.data.data.decode("latin-1") for d in chart.proto.datasets)
     assert "denoising" in data and "vanilla" in data
+
+
+def test_paper_vs_ours_tab_shows_rows_and_claims(tmp_path, run_app):
+    from bench.analysis import reproduce
+    from tests.unit.test_reproduce import toy_results
+
+    store = toy_results(tmp_path)
+    reproduce.write_report(tmp_path, reproduce.reproduce(tmp_path, "toy", store.read()[0]))
+    (tmp_path / "reproduction" / "broken.json").write_text("{not json")
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert any("broken.json" in warning.value for warning in app.warning)  # named and skipped
+    claims = app.dataframe[0].value.set_index("claim")
+    assert claims.loc["hiding costs utility", "ours"] == "holds"
+    assert claims.loc["hiding is free", "ours"] == "fails" and claims.loc["other below base", "ours"] == "no records"
+    assert claims.loc["other below base", "paper"] == "holds"
+    rows = app.dataframe[1].value.set_index("row")
+    assert set(rows.index) == {"base", "hidden", "matched 50"}  # cells with records only, by default
+    assert rows.loc["base", "paper"] == pytest.approx(0.8) and rows.loc["base", "ours"] == pytest.approx(0.805)
+    assert rows.loc["base", "n"] == 2
+    app.checkbox(key="reproduction-recorded").uncheck().run()
+    assert not app.exception and "other" in set(app.dataframe[1].value["row"])
+
+
+def test_paper_vs_ours_tab_without_reports_says_how_to_make_one(tmp_path, run_app):
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert any("bench reproduce" in info.value for info in app.info)
+
+
+@pytest.mark.skipif(not list((REPO_RESULTS / "reproduction").glob("*.json")), reason="no committed reports")
+def test_committed_reproduction_reports_render(run_app):
+    app = run_app(REPO_RESULTS)
+    assert not app.exception
+    assert not [w for w in app.warning if "reproduction" in w.value]  # every committed report reads cleanly
+    assert any(set(frame.value.columns) >= {"claim", "ours", "paper"} for frame in app.dataframe)

@@ -1,0 +1,512 @@
+"""`bench reproduce`: a paper's table beside our records, with a verdict on each of the table's claims.
+
+Every reference table ``<results>/reference/<table>.json`` has a mapping ``<results>/reproduction/<table>.yaml``
+that says which records stand for each paper cell (``select``: RunSpec fields that must equal the record's,
+``metric``: the record's metric key) and which claims of the paper to check on our records; a table the harness
+cannot express yet has a mapping with only ``not_mapped: <reason>``. The report is written, atomically, to
+``<results>/reproduction/<table>.json`` for the dashboard.
+
+Mapping format (YAML)::
+
+    title: "TextHide Table 3: RSS similarity scores"
+    paper_setting: {encoder: ..., n_train: ..., budget: ..., seeds: ...}   # printed beside ours
+    defaults: {encoder: minilm, training.mode: frozen, server: {}}         # every row's records must match
+    schemes: {baseline: {select: {defense: none, defense_args: {}}}, ...}  # named selections (and metric)
+    rows:
+      - for: {task: [cola, sst2], scheme: [baseline, texthide]}           # one row per combination
+        id: "{task} {scheme}"
+        paper: "{task}.{scheme}.identity"          # dotted path into the reference's values (divided by scale)
+        scheme: "{scheme}"
+        select: {task: "{task}", attack: rss}
+        metric: privacy/rss/identity
+        match: {by: privacy/inversion/token_accuracy, over: eta, paper_at: "table3.sst2.{eta}",
+                run: [10.0, 60.0, 120.0, 1000.0]}          # optional
+    claims:
+      - id: "T3: TextHide at the random guess"
+        text: "..."
+        checks: [{left: "cola texthide", op: within, right: "cola rand", margin: 0.03}]
+    run: {seeds: [0, 1, 2]}                        # what --run runs for a row without records
+
+A ``match`` row compares at matched privacy: ours is our metric interpolated (linearly, between the two
+recorded settings that bracket it) at the privacy level the paper reports for that cell, over the sweep of
+defense argument ``over``; ``select`` inside ``match`` overrides the selection of the privacy curve, and
+``paper_at: "<table>:<path>"`` reads the privacy level from another reference file; ``run`` lists the values
+of ``over`` that ``--run`` runs for the row (the sweep; without it ``--run`` skips the row).
+Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers; ops: ``gt``
+(left > right + margin: beats it by more than margin), ``lt`` (left < right - margin), ``ge`` (left >= right -
+margin: not below it by more than margin), ``le`` (left <= right + margin),
+``within`` (|left - right| <= margin) and ``increasing`` / ``decreasing`` (``rows``, each above / below the
+previous by more than margin).
+The same checks are also evaluated on the paper's own numbers, so a claim's wording can be checked against
+the table it comes from.
+
+This module reads records and files only (no torch): the dashboard and tests use it offline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean, stdev
+from typing import Any, Iterable
+
+from bench.core.errors import BenchError
+from bench.core.files import atomic_writer
+from bench.results.record import ResultRecord
+
+SCHEMA_VERSION = 1
+HOLDS, FAILS, NO_RECORDS = "holds", "fails", "no records"
+OPS = {"gt", "lt", "ge", "le", "within", "increasing", "decreasing"}
+ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std"}
+SPEC_FIELDS = {"task", "defense", "attack", "encoder", "defense_args", "attack_args", "training", "server",
+               "n_train", "n_eval", "pooling", "max_length", "device"}
+
+
+@dataclass
+class Cell:
+    """Our side of one row: mean, std and n over seeds, with the setting of the records."""
+
+    mean: float | None = None
+    std: float | None = None
+    n: int = 0
+    seeds: list[int] = field(default_factory=list)
+    setting: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "std": self.std, "n": self.n, "seeds": self.seeds, "setting": self.setting,
+                "note": self.note}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# files
+
+
+def reference_dir(root: Path) -> Path:
+    return Path(root) / "reference"
+
+
+def reproduction_dir(root: Path) -> Path:
+    return Path(root) / "reproduction"
+
+
+def tables(root: Path) -> list[str]:
+    """The reference tables (file stems of ``<root>/reference/*.json``), sorted."""
+    folder = reference_dir(root)
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def load_reference(root: Path, table: str) -> dict[str, Any]:
+    path = reference_dir(root) / f"{table}.json"
+    if not path.is_file():
+        known = ", ".join(tables(root)) or "none"
+        raise BenchError(f"no reference table '{table}' in {reference_dir(root)} (known: {known}).")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_mapping(root: Path, table: str) -> dict[str, Any]:
+    """The mapping of ``table``; a BenchError (one sentence) for an unknown table or a table without one."""
+    import yaml
+
+    load_reference(root, table)  # an unknown table is named with the known ones
+    path = reproduction_dir(root) / f"{table}.yaml"
+    if not path.is_file():
+        raise BenchError(f"reference table '{table}' has no mapping {path}; write one (see bench/analysis/"
+                         "reproduce.py) or one with 'not_mapped: <reason>'.")
+    try:
+        mapping = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise BenchError(f"mapping {path} is not valid YAML ({exc.__class__.__name__}).") from None
+    if not isinstance(mapping, dict):
+        raise BenchError(f"mapping {path} must be a YAML mapping.")
+    return mapping
+
+
+def report_path(root: Path, table: str) -> Path:
+    return reproduction_dir(root) / f"{table}.json"
+
+
+def write_report(root: Path, report: dict[str, Any]) -> Path:
+    """Write ``<root>/reproduction/<table>.json`` atomically (a reader sees the old or the new file)."""
+    path = report_path(root, report["table"])
+    with atomic_writer(path) as stream:
+        json.dump(report, stream, indent=1, allow_nan=False, default=_no_nan)
+        stream.write("\n")
+    return path
+
+
+def _no_nan(value: Any) -> Any:
+    raise TypeError(f"cannot write {value!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# rows
+
+
+def _substitute(value: Any, names: dict[str, Any]) -> Any:
+    """``"{task}"`` -> the raw value (keeps numbers numbers); other strings are formatted; recurse into containers."""
+    if isinstance(value, str):
+        whole = re.fullmatch(r"\{(\w+)\}", value)
+        if whole and whole.group(1) in names:
+            return names[whole.group(1)]
+        return value.format(**names) if "{" in value else value
+    if isinstance(value, dict):
+        return {k: _substitute(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, names) for v in value]
+    return value
+
+
+def expand_rows(mapping: dict[str, Any], table: str = "") -> list[dict[str, Any]]:
+    """Every row of a mapping, templates expanded, schemes and defaults merged into ``select``."""
+    defaults = dict(mapping.get("defaults") or {})
+    schemes = mapping.get("schemes") or {}
+    rows: list[dict[str, Any]] = []
+    for template in mapping.get("rows") or []:
+        unknown = set(template) - ROW_KEYS
+        if unknown:
+            raise BenchError(f"mapping of '{table}': a row has unknown keys {', '.join(sorted(unknown))}.")
+        loops = template.get("for") or {}
+        names = list(loops)
+        for combination in itertools.product(*(loops[n] for n in names)) if names else [()]:
+            values = dict(zip(names, combination))
+            row = _substitute({k: v for k, v in template.items() if k != "for"}, values)
+            select = dict(defaults)
+            if row.get("scheme") is not None:
+                if row["scheme"] not in schemes:
+                    raise BenchError(f"mapping of '{table}': row uses unknown scheme '{row['scheme']}'.")
+                scheme = _substitute(schemes[row["scheme"]], values)
+                select.update(scheme.get("select") or {})
+                row.update({k: v for k, v in scheme.items() if k != "select"})
+            select.update(row.get("select") or {})
+            row["select"] = select
+            if "id" not in row or "metric" not in row:
+                raise BenchError(f"mapping of '{table}': every row needs an id and a metric.")
+            rows.append(row)
+    ids = [r["id"] for r in rows]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise BenchError(f"mapping of '{table}': duplicate row ids {', '.join(duplicates)}.")
+    return rows
+
+
+def paper_value(reference: dict[str, Any], path: str | None) -> tuple[float | None, float | None]:
+    """(value, std) at a dotted path of the reference's values, as fractions (divided by ``scale``)."""
+    if not path:
+        return None, None
+    node: Any = reference.get("values", {})
+    for part in str(path).split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise BenchError(f"reference '{reference.get('source', {}).get('table', '?')}' has no value at '{path}'.")
+        node = node[part]
+    scale = float(reference.get("scale", 1))
+    if node is None:
+        return None, None
+    if isinstance(node, dict):
+        std = node.get("std")
+        return round(float(node["mean"]) / scale, 10), (None if std is None else round(float(std) / scale, 10))
+    return round(float(node) / scale, 10), None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# records
+
+
+def _field(spec: dict[str, Any], key: str) -> Any:
+    node: Any = spec
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def matches(record: ResultRecord, select: dict[str, Any], ignore_arg: str | None = None) -> bool:
+    """Every selected field (dotted paths reach into dicts) equals the record's; ``ignore_arg`` is a defense
+    argument left out of the comparison (the sweep of a matched-privacy row)."""
+    for key, wanted in select.items():
+        have = _field(record.spec, key)
+        if key == "defense_args" and ignore_arg is not None and isinstance(have, dict):
+            have = {k: v for k, v in have.items() if k != ignore_arg}
+            wanted = {k: v for k, v in (wanted or {}).items() if k != ignore_arg}
+        if have is _MISSING or have != wanted:
+            if not (have is _MISSING and key == "server" and wanted == {}):
+                return False
+    return True
+
+
+def _latest_per_seed(records: Iterable[ResultRecord]) -> dict[str, dict[int, ResultRecord]]:
+    """config_hash -> seed -> the newest record of that cell."""
+    groups: dict[str, dict[int, ResultRecord]] = {}
+    for record in records:
+        seeds = groups.setdefault(record.config_hash, {})
+        if record.seed not in seeds or record.created_at > seeds[record.seed].created_at:
+            seeds[record.seed] = record
+    return groups
+
+
+def _setting(record: ResultRecord) -> dict[str, Any]:
+    training = record.spec.get("training") or {}
+    return {"encoder": record.spec["encoder"], "n_train": record.sizes.get("n_train", record.spec.get("n_train")),
+            "n_eval": record.sizes.get("n_eval"), "mode": training.get("mode"), "epochs": training.get("epochs"),
+            "config_hash": record.config_hash}
+
+
+def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
+    """Mean ± std (ddof 1, as the leaderboard) over the seeds of the best-covered matching configuration."""
+    groups = {h: s for h, s in _latest_per_seed(records).items()
+              if any(metric in r.metrics for r in s.values())}
+    if not groups:
+        return Cell(note="no records" if not records else f"records lack {metric}")
+    chosen = max(groups, key=lambda h: (len(groups[h]), h))
+    seeds = groups[chosen]
+    values = [(s, seeds[s].metrics[metric]) for s in sorted(seeds) if metric in seeds[s].metrics]
+    finite = [v for _, v in values if v is not None and math.isfinite(v)]
+    note = f"{len(groups) - 1} other matching configuration(s) ignored" if len(groups) > 1 else ""
+    if not finite:
+        return Cell(n=0, seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))),
+                    note="metric is NaN in every seed")
+    return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else 0.0, n=len(finite),
+                seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note)
+
+
+def _curve(records: list[ResultRecord], select: dict[str, Any], over: str, metric: str) -> dict[float, Cell]:
+    """sweep value -> our cell, over the records matching ``select`` but for defense argument ``over``."""
+    by_value: dict[float, list[ResultRecord]] = {}
+    for record in records:
+        value = (record.spec.get("defense_args") or {}).get(over)
+        if isinstance(value, (int, float)) and matches(record, select, ignore_arg=over):
+            by_value.setdefault(float(value), []).append(record)
+    cells = {v: summarize_cell(rs, metric) for v, rs in by_value.items()}
+    return {v: c for v, c in cells.items() if c.mean is not None}
+
+
+def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float | None) -> Cell:
+    """Our metric interpolated at the paper's privacy level ``target`` along our sweep of ``match.over``."""
+    match = row["match"]
+    over, by = match["over"], match["by"]
+    if target is None:
+        return Cell(note="the paper gives no privacy level for this cell")
+    utility = _curve(records, row["select"], over, row["metric"])
+    privacy = _curve(records, {**row["select"], **(match.get("select") or {})}, over, by)
+    points = sorted((privacy[v].mean, v) for v in utility if v in privacy)
+    if not points:
+        return Cell(note=f"no records of the {over} sweep")
+    low, high = points[0][0], points[-1][0]
+    if not low <= target <= high:
+        return Cell(note=f"{by.rsplit('/', 1)[-1]} {target:.3f} outside our range [{low:.3f}, {high:.3f}] "
+                         f"({over} {', '.join(f'{v:g}' for _, v in sorted(points, key=lambda p: p[1]))})")
+    for (p0, v0), (p1, v1) in zip(points, points[1:] + points[-1:]):
+        if p0 <= target <= p1:
+            break
+    a, b = utility[v0], utility[v1]
+    weight = 0.0 if p1 == p0 else (target - p0) / (p1 - p0)
+    seeds = sorted(set(a.seeds) & set(b.seeds))
+    setting = {**a.setting, "config_hash": sorted({a.setting["config_hash"], b.setting["config_hash"]}), over: [v0, v1]}
+    where = (f"at {by.rsplit('/', 1)[-1]} {target:.3f}: interpolated between {over} {v0:g} ({p0:.3f}) and "
+             f"{v1:g} ({p1:.3f})") if v0 != v1 else f"at {over} {v0:g} ({p0:.3f})"
+    return Cell(mean=a.mean + weight * (b.mean - a.mean), std=max(a.std or 0.0, b.std or 0.0), n=min(a.n, b.n),
+                seeds=seeds, setting=setting, note=where)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# claims
+
+
+def _operand(value: Any, means: dict[str, float | None], table: str) -> tuple[float | None, str]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value), f"{value:g}"
+    names = value if isinstance(value, list) else [value]
+    for name in names:
+        if name not in means:
+            raise BenchError(f"mapping of '{table}': a claim names unknown row '{name}'.")
+    found = [means[n] for n in names]
+    label = names[0] if len(names) == 1 else f"mean of {len(names)} rows"
+    if any(v is None for v in found):
+        return None, label
+    return mean(found), label
+
+
+def check(spec: dict[str, Any], means: dict[str, float | None], table: str) -> dict[str, Any]:
+    """One comparison on one side (ours or the paper's): verdict, the numbers and a sentence."""
+    op, margin = spec.get("op"), float(spec.get("margin", 0.0))
+    if op not in OPS:
+        raise BenchError(f"mapping of '{table}': claim op '{op}' is not one of {', '.join(sorted(OPS))}.")
+    if op in ("increasing", "decreasing"):
+        values = [_operand(r, means, table) for r in spec["rows"]]
+        if any(v is None for v, _ in values):
+            return {"verdict": NO_RECORDS, "detail": "missing: " + ", ".join(n for v, n in values if v is None)}
+        numbers = [v for v, _ in values]
+        sign = 1 if op == "increasing" else -1
+        ok = all(sign * (b - a) > margin for a, b in zip(numbers, numbers[1:]))
+        joint = " < " if op == "increasing" else " > "
+        steps = f" (steps > {margin:g})" if margin else ""
+        return {"verdict": HOLDS if ok else FAILS, "values": numbers,
+                "detail": f"{op}? " + joint.join(f"{v:.3f}" for v in numbers) + steps}
+    (left, left_name), (right, right_name) = _operand(spec["left"], means, table), _operand(spec["right"], means, table)
+    if left is None or right is None:
+        missing = [n for v, n in ((left, left_name), (right, right_name)) if v is None]
+        return {"verdict": NO_RECORDS, "detail": "missing: " + ", ".join(missing)}
+    ok = {"gt": left > right + margin, "ge": left >= right - margin, "lt": left < right - margin,
+          "le": left <= right + margin, "within": abs(left - right) <= margin}[op]
+    symbol = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "within": "within"}[op]
+    tail = {"gt": f" + {margin:g}", "ge": f" - {margin:g}", "lt": f" - {margin:g}", "le": f" + {margin:g}",
+            "within": f" ± {margin:g}"}[op] if margin or op == "within" else ""
+    return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right,
+            "detail": f"{left_name} {left:.3f} {symbol} {right_name} {right:.3f}{tail}"}
+
+
+def combine(verdicts: list[str]) -> str:
+    """A claim fails if any check fails; else it has no records if any check lacks them; else it holds."""
+    if FAILS in verdicts:
+        return FAILS
+    return NO_RECORDS if NO_RECORDS in verdicts or not verdicts else HOLDS
+
+
+def judge(claims: list[dict[str, Any]], ours: dict[str, float | None], paper: dict[str, float | None],
+          table: str) -> list[dict[str, Any]]:
+    judged = []
+    for claim in claims:
+        if not claim.get("id") or not claim.get("checks"):
+            raise BenchError(f"mapping of '{table}': every claim needs an id and checks.")
+        our_checks = [check(c, ours, table) for c in claim["checks"]]
+        paper_checks = [check(c, paper, table) for c in claim["checks"]]
+        judged.append({"id": claim["id"], "text": claim.get("text", ""), "paper_says": claim.get("paper_says", ""),
+                       "verdict": combine([c["verdict"] for c in our_checks]),
+                       "paper_verdict": combine([c["verdict"] for c in paper_checks]),
+                       "checks": our_checks, "paper_checks": paper_checks})
+    return judged
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the report
+
+
+def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, Any]:
+    """The report of one table: paper beside ours per row, and the claims' verdicts (nothing is written)."""
+    reference = load_reference(root, table)
+    mapping = load_mapping(root, table)
+    if mapping.get("not_mapped"):
+        raise BenchError(f"table '{table}' is not mapped to harness cells: {mapping['not_mapped']}")
+    rows_out, ours, paper = [], {}, {}
+    for row in expand_rows(mapping, table):
+        value, std = paper_value(reference, row.get("paper"))
+        if row.get("match"):
+            where = str(row["match"].get("paper_at") or "")
+            other, _, where = where.rpartition(":")  # "<table>:<path>" reads another reference file
+            target, _ = paper_value(load_reference(root, other) if other else reference, where)
+            cell = matched_cell(records, row, target)
+        else:
+            cell = summarize_cell([r for r in records if matches(r, row["select"])], row["metric"])
+        if row.get("note"):
+            cell.note = "; ".join(filter(None, [row["note"], cell.note]))
+        ours[row["id"]], paper[row["id"]] = cell.mean, value
+        rows_out.append({
+            "id": row["id"], "metric": row["metric"], "select": row["select"],
+            "paper": {"value": value, "std": std, "path": row.get("paper")},
+            "ours": cell.as_dict(),
+            "difference": None if value is None or cell.mean is None else cell.mean - value,
+            **({"match": row["match"]} if row.get("match") else {}),
+        })
+    claims = judge(mapping.get("claims") or [], ours, paper, table)
+    source = reference.get("source", {})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "table": table,
+        "title": mapping.get("title", table),
+        "reference": f"reference/{table}.json",
+        "paper": source.get("paper", ""),
+        "paper_table": source.get("table") or ", ".join(t.get("table", "") for t in source.get("tables", {}).values()),
+        "paper_setting": mapping.get("paper_setting") or {},
+        "our_setting": mapping.get("our_setting") or {},
+        "deviations": mapping.get("deviations") or [],
+        "rows": rows_out,
+        "claims": claims,
+        "summary": {"rows": len(rows_out), "rows_with_records": sum(r["ours"]["mean"] is not None for r in rows_out),
+                    "claims": {v: sum(c["verdict"] == v for c in claims) for v in (HOLDS, FAILS, NO_RECORDS)}},
+        "command": f"bench reproduce {table}",
+    }
+
+
+def coverage(root: Path, records: list[ResultRecord]) -> list[dict[str, Any]]:
+    """Per reference table: mapped or why not, its rows and how many of them our records cover."""
+    found = []
+    for table in tables(root):
+        path = reproduction_dir(root) / f"{table}.yaml"
+        if not path.is_file():
+            found.append({"table": table, "status": "no mapping"})
+            continue
+        mapping = load_mapping(root, table)
+        if mapping.get("not_mapped"):
+            found.append({"table": table, "status": "not mapped", "reason": str(mapping["not_mapped"])})
+            continue
+        report = reproduce(root, table, records)
+        used = {(h, s) for r in report["rows"] if r["ours"]["mean"] is not None
+                for h in _hashes(r["ours"]["setting"].get("config_hash")) for s in r["ours"]["seeds"]}
+        found.append({"table": table, "status": "mapped", "title": report["title"], **report["summary"],
+                      "cells": len(used)})
+    return found
+
+
+def _hashes(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def _spec_kwargs(select: dict[str, Any]) -> dict[str, Any]:
+    """make_spec keyword arguments from a row's selection (dotted paths set one key of a dict field)."""
+    kwargs: dict[str, Any] = {}
+    renamed = {"server": "server_args", "training": "training_args"}
+    for key, value in select.items():
+        head, _, rest = key.partition(".")
+        if head not in SPEC_FIELDS:
+            continue
+        name = renamed.get(head, head)
+        if rest:
+            kwargs[name] = {**kwargs.get(name, {}), rest: value}
+        elif isinstance(value, dict) and isinstance(kwargs.get(name), dict):
+            kwargs[name] = {**value, **kwargs[name]}
+        else:
+            kwargs[name] = value
+    training = dict(kwargs.pop("training_args", {}))
+    if "mode" in training:
+        kwargs["mode"] = training.pop("mode")
+    if training:
+        kwargs["training_args"] = training
+    return kwargs
+
+
+def missing_cells(root: Path, table: str, records: list[ResultRecord]) -> list[dict[str, Any]]:
+    """make_spec keyword arguments of every (row, seed) without a record, for ``--run``.
+
+    A matched-privacy row needs a sweep, not one cell: its ``match.run`` lists the values of ``match.over`` to
+    run (without it the row is skipped). Rows that select no defense (no harness counterpart) are skipped."""
+    mapping = load_mapping(root, table)
+    if mapping.get("not_mapped"):
+        raise BenchError(f"table '{table}' is not mapped to harness cells: {mapping['not_mapped']}")
+    seeds = (mapping.get("run") or {}).get("seeds") or [0, 1, 2]
+    cells, seen = [], set()
+    for row in expand_rows(mapping, table):
+        if row["select"].get("defense") is None:
+            continue
+        selections = [row["select"]]
+        if row.get("match"):
+            over = row["match"]["over"]
+            selections = [{**row["select"], "defense_args": {**(row["select"].get("defense_args") or {}), over: value}}
+                          for value in row["match"].get("run") or []]
+        for select in selections:
+            kwargs = _spec_kwargs(select)
+            for seed in seeds:
+                if any(r.seed == seed and row["metric"] in r.metrics and matches(r, select) for r in records):
+                    continue
+                key = json.dumps({**kwargs, "seed": seed}, sort_keys=True, default=str)
+                if key not in seen:
+                    seen.add(key)
+                    cells.append({**kwargs, "seed": seed})
+    return cells

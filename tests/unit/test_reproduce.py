@@ -1,0 +1,248 @@
+"""`bench reproduce`: mapping rows to records, claims' verdicts, the atomic report, and the committed tables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bench.analysis import reproduce as rep
+from bench.cli.main import app
+from bench.core.errors import BenchError
+from bench.results.store import ResultStore
+from tests.unit.test_store import make_record
+
+REPO_RESULTS = Path(__file__).resolve().parents[2] / "results"
+runner = CliRunner()
+
+REFERENCE = {
+    "source": {"paper": "A. Author. A toy paper.", "table": "Table 9"},
+    "scale": 100,
+    "values": {"base": {"accuracy": {"mean": 80.0, "std": 1.0}}, "hidden": {"accuracy": {"mean": 75.0, "std": 2.0}},
+               "other": {"accuracy": 70.0}, "inversion": {"50": 25.0, "90": 99.0}},
+}
+MAPPING = {
+    "title": "Toy Table 9",
+    "paper_setting": {"encoder": "big", "seeds": 5},
+    "defaults": {"encoder": "mock", "training.mode": "frozen"},
+    "schemes": {"base": {"select": {"defense": "none", "defense_args": {}}},
+                "hidden": {"select": {"defense": "texthide", "defense_args": {"m": 256, "k": 4}}}},
+    "rows": [
+        {"for": {"scheme": ["base", "hidden"]}, "id": "{scheme}", "paper": "{scheme}.accuracy", "scheme": "{scheme}",
+         "select": {"task": "sst2"}, "metric": "utility/accuracy"},
+        {"id": "other", "paper": "other.accuracy", "metric": "utility/accuracy",
+         "select": {"task": "sst2", "defense": "dchi-token", "defense_args": {"eta": 60.0}, "attack": "rss"}},
+        {"for": {"eta": [50, 90]}, "id": "matched {eta}", "metric": "utility/accuracy",
+         "select": {"task": "sst2", "defense": "dchi-text"},
+         "match": {"by": "privacy/inversion/token_accuracy", "over": "eta", "paper_at": "inversion.{eta}",
+                   "run": [10.0, 60.0, 120.0]}},
+    ],
+    "claims": [
+        {"id": "hiding costs utility", "text": "base above hidden",
+         "checks": [{"left": "base", "op": "gt", "right": "hidden"}]},
+        {"id": "hiding is free", "text": "hidden within 0.01 of base",
+         "checks": [{"left": "hidden", "op": "within", "right": "base", "margin": 0.01}]},
+        {"id": "other below base", "checks": [{"left": "other", "op": "lt", "right": "base"}]},
+    ],
+}
+
+
+def toy_results(root: Path) -> ResultStore:
+    """A results folder with the toy reference, its mapping, two seeds of base and hidden, and a dchi-text sweep."""
+    (root / "reference").mkdir(parents=True)
+    (root / "reference" / "toy.json").write_text(json.dumps(REFERENCE))
+    (root / "reproduction").mkdir()
+    (root / "reproduction" / "toy.yaml").write_text(yaml.safe_dump(MAPPING))
+    store = ResultStore(root)
+    base_spec = {**make_record().spec, "defense": "none", "defense_args": {}}
+    for seed in range(2):
+        store.append(make_record(seed, defense="none", config_hash="base", spec=base_spec,
+                                 metrics={"utility/accuracy": 0.8 + seed / 100}))
+        store.append(make_record(seed, config_hash="hidden", metrics={"utility/accuracy": 0.7 + seed / 100}))
+        for eta, utility, inversion in ((10.0, 0.5, 0.0), (60.0, 0.7, 0.5)):
+            spec = {**make_record().spec, "defense": "dchi-text", "defense_args": {"eta": eta}, "attack": "inversion"}
+            store.append(make_record(seed, defense="dchi-text", config_hash=f"eta{eta}", spec=spec,
+                                     metrics={"utility/accuracy": utility,
+                                              "privacy/inversion/token_accuracy": inversion}))
+    store.append(make_record(0, config_hash="other-encoder",  # a different encoder never enters a row
+                             spec={**make_record().spec, "encoder": "minilm"}, metrics={"utility/accuracy": 0.1}))
+    return store
+
+
+def test_rows_pair_the_paper_with_our_mean_std_and_n(tmp_path):
+    store = toy_results(tmp_path)
+    records, _ = store.read()
+    report = rep.reproduce(tmp_path, "toy", records)
+    rows = {row["id"]: row for row in report["rows"]}
+    assert rows["base"]["paper"] == {"value": 0.8, "std": 0.01, "path": "base.accuracy"}
+    assert rows["base"]["ours"]["mean"] == pytest.approx(0.805) and rows["base"]["ours"]["n"] == 2
+    assert rows["base"]["ours"]["std"] == pytest.approx(0.00707, abs=1e-4) and rows["base"]["ours"]["seeds"] == [0, 1]
+    assert rows["hidden"]["ours"]["mean"] == pytest.approx(0.705)  # the minilm record is another setting
+    assert rows["hidden"]["difference"] == pytest.approx(0.705 - 0.75)
+    assert rows["other"]["ours"]["mean"] is None and rows["other"]["ours"]["note"] == "no records"
+    # matched privacy: the paper's inversion 0.25 lies halfway between eta 10 (0.0) and 60 (0.5)
+    assert rows["matched 50"]["ours"]["mean"] == pytest.approx(0.6)
+    assert "between eta 10 (0.000) and 60 (0.500)" in rows["matched 50"]["ours"]["note"]
+    assert rows["matched 90"]["ours"]["mean"] is None and "outside our range" in rows["matched 90"]["ours"]["note"]
+    assert report["summary"] == {"rows": 5, "rows_with_records": 3, "claims": {"holds": 1, "fails": 1, "no records": 1}}
+
+
+def test_claims_hold_fail_or_have_no_records_on_ours_and_on_the_paper(tmp_path):
+    store = toy_results(tmp_path)
+    claims = {c["id"]: c for c in rep.reproduce(tmp_path, "toy", store.read()[0])["claims"]}
+    assert claims["hiding costs utility"]["verdict"] == "holds"
+    assert claims["hiding is free"]["verdict"] == "fails"
+    assert "0.705 within base 0.805 ± 0.01" in claims["hiding is free"]["checks"][0]["detail"]
+    assert claims["other below base"]["verdict"] == "no records"
+    assert claims["other below base"]["paper_verdict"] == "holds"  # the same check on the paper's numbers
+    assert claims["hiding is free"]["paper_verdict"] == "fails"
+
+
+def test_without_records_every_claim_has_no_records(tmp_path):
+    toy_results(tmp_path)
+    report = rep.reproduce(tmp_path, "toy", [])
+    assert {c["verdict"] for c in report["claims"]} == {"no records"}
+    assert all(row["ours"]["mean"] is None for row in report["rows"])
+
+
+def test_missing_cells_are_what_run_would_run(tmp_path):
+    store = toy_results(tmp_path)
+    cells = rep.missing_cells(tmp_path, "toy", store.read()[0])
+    # base and hidden lack seed 2; other lacks all; the matched rows' sweep lacks seed 2 and eta 120 (listed once)
+    assert [c["seed"] for c in cells] == [2, 2, 0, 1, 2, 2, 2, 0, 1, 2]
+    sweep = [(c["defense_args"]["eta"], c["seed"]) for c in cells if c["defense"] == "dchi-text"]
+    assert sweep == [(10.0, 2), (60.0, 2), (120.0, 0), (120.0, 1), (120.0, 2)]
+    other = [c for c in cells if c["defense"] == "dchi-token"]
+    assert other[0] == {"encoder": "mock", "mode": "frozen", "task": "sst2", "defense": "dchi-token",
+                        "defense_args": {"eta": 60.0}, "attack": "rss", "seed": 0}
+    assert rep._spec_kwargs({"training.mode": "finetune", "training.epochs": 3, "server.adapt": "prob",
+                             "task": "qqp"}) == {"mode": "finetune", "training_args": {"epochs": 3},
+                                                 "server_args": {"adapt": "prob"}, "task": "qqp"}
+
+
+def test_report_is_written_atomically_and_parses(tmp_path):
+    store = toy_results(tmp_path)
+    report = rep.reproduce(tmp_path, "toy", store.read()[0])
+    path = rep.write_report(tmp_path, report)
+    assert path == tmp_path / "reproduction" / "toy.json"
+    assert json.loads(path.read_text()) == report
+    before = path.read_bytes()
+    broken = {**report, "rows": [{"ours": float("nan")}]}  # cannot be written as JSON
+    with pytest.raises(ValueError):
+        rep.write_report(tmp_path, broken)
+    assert path.read_bytes() == before  # the old report survives a failed write
+    assert [p.name for p in path.parent.iterdir() if p.suffix == ".tmp"] == []
+
+
+def test_bad_mappings_are_one_sentence(tmp_path):
+    toy_results(tmp_path)
+    with pytest.raises(BenchError, match="no reference table 'nope'"):
+        rep.reproduce(tmp_path, "nope", [])
+    (tmp_path / "reference" / "bare.json").write_text(json.dumps(REFERENCE))
+    with pytest.raises(BenchError, match="has no mapping"):
+        rep.reproduce(tmp_path, "bare", [])
+    (tmp_path / "reproduction" / "bare.yaml").write_text("not_mapped: no such task in the harness.\n")
+    with pytest.raises(BenchError, match="not mapped to harness cells: no such task"):
+        rep.reproduce(tmp_path, "bare", [])
+    bad = {**MAPPING, "claims": [{"id": "x", "checks": [{"left": "nowhere", "op": "gt", "right": "base"}]}]}
+    (tmp_path / "reproduction" / "toy.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(BenchError, match="unknown row 'nowhere'"):
+        rep.reproduce(tmp_path, "toy", [])
+
+
+def test_cli_prints_the_table_and_writes_the_report(tmp_path):
+    toy_results(tmp_path)
+    result = runner.invoke(app, ["reproduce", "toy", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Toy Table 9" in result.output and "0.805 ± 0.007 (n=2)" in result.output
+    assert "hiding is free" in result.output and "fails" in result.output
+    assert (tmp_path / "reproduction" / "toy.json").is_file()
+    listing = runner.invoke(app, ["reproduce", "--results-dir", str(tmp_path)])
+    assert listing.exit_code == 0 and "toy" in listing.output and "3 / 5" in listing.output
+
+
+def test_cli_unknown_table_exits_2_with_one_sentence(tmp_path):
+    toy_results(tmp_path)
+    result = runner.invoke(app, ["reproduce", "nope", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "no reference table 'nope'" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) <= 3  # one sentence, wrapped at most
+
+
+def test_every_reference_table_has_a_mapping_or_a_reason():
+    for table in rep.tables(REPO_RESULTS):
+        mapping = rep.load_mapping(REPO_RESULTS, table)
+        if mapping.get("not_mapped"):
+            assert isinstance(mapping["not_mapped"], str) and len(mapping["not_mapped"]) > 20, table
+            assert set(mapping) == {"not_mapped"}, table
+            continue
+        rows = rep.expand_rows(mapping, table)
+        assert rows and mapping.get("claims"), table
+        assert 1 <= len(mapping["claims"]) <= 8, table
+        reference = rep.load_reference(REPO_RESULTS, table)
+        for row in rows:  # every paper path names a transcribed value
+            rep.paper_value(reference, row.get("paper"))
+
+
+@pytest.fixture
+def committed_copy(tmp_path):
+    """The committed reference files, mappings, reports and records in a scratch results folder."""
+    for folder in ("reference", "reproduction", "records"):
+        shutil.copytree(REPO_RESULTS / folder, tmp_path / folder)
+    return tmp_path
+
+
+def test_reproduce_runs_every_mapped_table_over_the_committed_records(committed_copy):
+    mapped = [t for t in rep.tables(committed_copy) if not rep.load_mapping(committed_copy, t).get("not_mapped")]
+    assert {"texthide", "texthide_table1", "qu2021_dchi", "yue2021_santext", "li_ndd_table1"} <= set(mapped)
+    for table in mapped:
+        committed = json.loads((REPO_RESULTS / "reproduction" / f"{table}.json").read_text())
+        result = runner.invoke(app, ["reproduce", table, "--results-dir", str(committed_copy)])
+        assert result.exit_code == 0, (table, result.output)
+        assert committed["title"] in result.output
+        written = json.loads((committed_copy / "reproduction" / f"{table}.json").read_text())
+        assert written == committed, f"results/reproduction/{table}.json is stale: run `bench reproduce {table}`"
+    listing = runner.invoke(app, ["reproduce", "--results-dir", str(committed_copy)])
+    assert listing.exit_code == 0 and "not mapped" in listing.output
+
+
+def test_run_runs_the_missing_cells_then_reports_them(tiny_data, results):
+    (results / "reference").mkdir(parents=True)
+    (results / "reference" / "toy.json").write_text(json.dumps(REFERENCE))
+    (results / "reproduction").mkdir()
+    mapping = {"title": "Toy run", "run": {"seeds": [0]},
+               "rows": [{"id": "base", "paper": "base.accuracy", "metric": "utility/accuracy",
+                         "select": {"task": "sst2", "defense": "none", "defense_args": {}, "encoder": "mock",
+                                    "attack": "rss", "attack_args": {"sbert": "mock"}, "training.epochs": 2}}],
+               "claims": [{"id": "base above 0", "checks": [{"left": "base", "op": "gt", "right": 0.0}]}]}
+    (results / "reproduction" / "toy.yaml").write_text(yaml.safe_dump(mapping))
+    before = runner.invoke(app, ["reproduce", "toy"])
+    assert before.exit_code == 0 and "no records" in before.output and not (results / "records").exists()
+    after = runner.invoke(app, ["reproduce", "toy", "--run"])
+    assert after.exit_code == 0, after.output
+    records, _ = ResultStore(results).read()
+    assert len(records) == 1 and records[0].spec["training"]["epochs"] == 2 and records[0].seed == 0
+    report = json.loads((results / "reproduction" / "toy.json").read_text())
+    assert report["rows"][0]["ours"]["n"] == 1 and report["claims"][0]["verdict"] == "holds"
+    again = runner.invoke(app, ["reproduce", "toy", "--run"])  # nothing left to run
+    assert again.exit_code == 0 and len(ResultStore(results).read()[0]) == 1
+
+
+@pytest.mark.parametrize("spec, verdict", [
+    ({"left": "a", "op": "gt", "right": "b"}, "holds"),
+    ({"left": "a", "op": "gt", "right": "b", "margin": 0.2}, "fails"),  # beats it, but not by the margin
+    ({"left": "b", "op": "ge", "right": "a", "margin": 0.2}, "holds"),  # below it, within the allowed margin
+    ({"left": "b", "op": "ge", "right": "a", "margin": 0.05}, "fails"),
+    ({"left": "a", "op": "le", "right": "b", "margin": 0.2}, "holds"),
+    ({"left": "a", "op": "lt", "right": "b"}, "fails"),
+    ({"left": ["a", "b"], "op": "within", "right": 0.65, "margin": 0.001}, "holds"),  # the mean of two rows
+    ({"op": "increasing", "rows": ["b", "a"]}, "holds"),
+    ({"op": "decreasing", "rows": ["b", "a"]}, "fails"),
+    ({"left": "a", "op": "gt", "right": "missing"}, "no records"),
+])
+def test_check_ops(spec, verdict):
+    assert rep.check(spec, {"a": 0.7, "b": 0.6, "missing": None}, "toy")["verdict"] == verdict
