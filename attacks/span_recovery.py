@@ -5,7 +5,8 @@ Information Management") leave implicit for Tables 1-3 and 5-6; the MLM filling 
 Threat model: the adversary holds the released token sequences (the training text the server received), the
 public mechanism (its MLM included), the public encoder's WordPiece vocabulary, and where each sensitive span
 lies in the release (``Release.slots``: a [MASK]ed span shows itself; for a substituted one this is a stronger
-adversary than one who must find the spans first, e.g. with a tagger). It never sees the original text.
+adversary than one who must find the spans first, e.g. with a tagger). It never sees the original text, and its
+MLM never trained on the task's text (``minilm-mlm`` leaves that source out of its corpus).
 
 For each slot it makes two guesses at the original span's WordPieces:
 
@@ -84,7 +85,7 @@ class SpanRecovery(Attack):
         name = self._mlm_name(release)
         mechanism_params = getattr(release.mechanism, "params", {}) or {}
         check_mlm_name(name, self.allow_untrained or bool(mechanism_params.get("allow_untrained")))
-        mlm = shared_mlm(name)
+        mlm = shared_mlm(name, public.task)
         encoder_vocab = getattr(getattr(public.encoder, "tokenizer", None), "get_vocab", lambda: None)()
         if encoder_vocab != mlm.tokenizer.get_vocab():
             raise BenchError(f"span-recovery's MLM '{name}' must share the encoder's WordPiece vocabulary; name one "
@@ -96,7 +97,7 @@ class SpanRecovery(Attack):
         per_row: list[list] = [[] for _ in rows]
         for (r, _), found in zip(jobs, fillings):
             per_row[r].append(found)
-        self.run_notes = {**{f"span_recovery_{k}": v for k, v in mlm_facts(name).items()},
+        self.run_notes = {**{f"span_recovery_{k}": v for k, v in mlm_facts(name, public.task).items()},
                           "span_recovery_slots": len(jobs)}
         return SlotGuesses(rows, slots, [[None] * len(s) for s in slots], per_row)
 

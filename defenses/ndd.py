@@ -1,5 +1,6 @@
-"""NDD semantics-preserved distortion: rewrite each sensitive span with the candidate that disturbs the rest of the
-sentence least, as a masked LM sees it.
+"""NDD semantics-preserved distortion: each sensitive span rewritten by the candidate that disturbs its sentence least.
+
+The disturbance is measured as a masked LM sees it (Neighboring Distribution Divergence).
 
 Paper: Jiajia Li et al. "Semantics-Preserved Distortion for Personal Privacy Protection in Information
 Management", §4 (Eq. 13-15), with the metric of §3.2 (``bench.privacy.ndd``, after Peng et al.).
@@ -7,6 +8,8 @@ Threat model: the client rewrites the sensitive spans of its own text before rel
 rewritten text); an adversary sees the released text and knows the mechanism, the MLM included.
 
 For each chosen span (``bench.engine.spans``) the client draws ``k`` candidates:
+
+The MLM is the client's: ``minilm-mlm`` (offline) is trained on public text without the task's own text.
 
 * ``generative``: the span's WordPieces under the MLM's tokenizer are replaced by [MASK] (Eq. 13) and each
   candidate fills them left to right, one piece per position, sampling each piece from the MLM's softmax over
@@ -58,6 +61,7 @@ class NDDDistortion(SpanDefense):
     tol: float = 0.0  # NDD positions of weight below tol are skipped (a lower bound; 0 = exact)
     allow_untrained: bool = False  # accept an MLM whose head was never trained (plumbing tests only)
     stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    task: str = field(default="", init=False, repr=False, compare=False)  # the task of the last rewrite
 
     def __post_init__(self) -> None:
         require(self.mode in MODES, f"ndd mode must be one of {', '.join(MODES)}, got '{self.mode}'.")
@@ -75,9 +79,10 @@ class NDDDistortion(SpanDefense):
         from bench.models.mlm import shared_mlm
 
         started = time.perf_counter()
-        mlm = shared_mlm(self.mlm)
+        mlm = shared_mlm(self.mlm, batch.task or None) if self.uses_mlm() else None
+        self.task = batch.task
         jobs = [(i, span) for i, spans in enumerate(batch.chosen) for span in spans]
-        pieces = _Pieces(mlm.tokenizer)
+        pieces = _Pieces(mlm.tokenizer) if mlm is not None else None
         if self.mode == "generative":
             candidates = _generate(mlm, batch.texts, jobs, pieces, self.k, rng)
         else:
@@ -126,11 +131,16 @@ class NDDDistortion(SpanDefense):
         return ndd_scores(mlm, ids, (int(inside[0]), int(inside[-1]) + 1), candidate_ids, self.mu, tol=self.tol,
                           original=originals[key])
 
+    def uses_mlm(self) -> bool:
+        """Whether the rewrite runs the MLM (substitution drawn at random never does)."""
+        return self.mode == "generative" or self.select == "ndd"
+
     def describe(self, dim: int) -> dict:
-        """The MLM (name, head, held-out top-1) and what the rewrite did (counts, mean NDDs, time)."""
+        """The MLM (name, head, held-out top-1) when the rewrite used one, and what the rewrite did (counts, mean
+        NDDs, time)."""
         from bench.models.mlm import mlm_facts
 
-        return {**mlm_facts(self.mlm), **self.stats}
+        return {**(mlm_facts(self.mlm, self.task or None) if self.uses_mlm() else {"mlm": None}), **self.stats}
 
 
 class _Pieces:

@@ -29,6 +29,7 @@ class SpanBatch:
     labels: list[Any]
     chosen: list[list[Span]]  # the spans to rewrite in each example, in position order, not overlapping
     pool: dict[str, list[tuple[tuple[str, ...], Any]]] = field(default_factory=dict)  # kind -> (words, fragment)
+    task: str = ""  # the task's registry name (an MLM the defense uses must not have trained on its text)
 
 
 @dataclass
@@ -95,7 +96,7 @@ def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> 
                          f"'{type(defense).registry_name}' has nothing to rewrite.")
     kinds, fraction = defense.selection()
     chosen = select_spans(task, spans, kinds, fraction, rng)
-    batch = SpanBatch(texts, labels, chosen, span_pool(task, texts, labels, spans))
+    batch = SpanBatch(texts, labels, chosen, span_pool(task, texts, labels, spans), task.registry_name)
     edits = defense.rewrite(batch, rng)
     if len(edits) != len(texts):
         raise BenchError(f"defense '{type(defense).registry_name}' returned edits for {len(edits)} of "

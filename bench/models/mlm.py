@@ -63,12 +63,13 @@ class MaskedLM:
         (Path(path) / HEAD_FILE).write_text(json.dumps({"head": self.head}), encoding="utf-8")
 
 
-def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0) -> MaskedLM:
+def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0, task: str | None = None) -> MaskedLM:
     """The masked LM of encoder ``name``: a hub id, ``minilm`` (a fresh, untrained head), ``minilm-mlm`` (every
     layer trained offline by ``bench.models.offline_mlm``, trained on first use), or a directory saved by
     ``MaskedLM.save``.
 
     Each call returns a fresh copy (callers may train it). ``seed`` fixes a fresh head's initialisation.
+    ``task``: the task the MLM will be used on; ``minilm-mlm`` is then trained without that task's text.
     """
     import torch
     from transformers import AutoConfig, AutoModelForMaskedLM, BertForMaskedLM
@@ -77,9 +78,9 @@ def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0) -> Masked
     from bench.models.encoders import Encoder, _locate, quiet_loading
 
     if name == "minilm-mlm":  # the offline encoder's MLM with every layer trained here (cached; trained if missing)
-        from bench.models.offline_mlm import NAME, prepare
+        from bench.models.offline_mlm import NAME, MLMRecipe, prepare
 
-        trained = load_mlm(str(prepare()), device, seed)
+        trained = load_mlm(str(prepare(MLMRecipe(exclude_task=task or ""))), device, seed)
         trained.name = NAME
         return trained
     if name.startswith("mock") or name == "bilstm":
@@ -240,24 +241,25 @@ def masked_token_accuracy(mlm: MaskedLM, texts: Sequence[str], rate: float = MAS
 
 
 @functools.lru_cache(maxsize=4)
-def shared_mlm(name: str, device: str = "cpu") -> MaskedLM:
-    """One read-only copy of the masked LM ``name`` per process (distortion and attacks never train it)."""
-    return load_mlm(name, device)
+def shared_mlm(name: str, task: str | None = None, device: str = "cpu") -> MaskedLM:
+    """One read-only copy of the masked LM ``name`` for ``task`` per process (distortion and attacks never
+    train it; ``minilm-mlm`` never trained on ``task``'s text)."""
+    return load_mlm(name, device, task=task)
 
 
 @functools.lru_cache(maxsize=8)
-def mlm_facts(name: str, device: str = "cpu") -> dict[str, Any]:
-    """What a record says of the MLM ``name``: its name, its head in words and its held-out masked top-1
-    (read from a trained offline MLM's info, else measured on the held-out public text)."""
+def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[str, Any]:
+    """What a record says of the MLM ``name`` used on ``task``: its name, its head in words and its held-out
+    masked top-1 (read from a trained offline MLM's info, else measured on the held-out public text)."""
     from bench.data.public_corpus import held_out
 
-    mlm = shared_mlm(name, device)
+    mlm = shared_mlm(name, task, device)
     if name == "minilm-mlm":
-        from bench.models.offline_mlm import info, prepare
+        from bench.models.offline_mlm import MLMRecipe, info, prepare
 
-        top1 = info(prepare())["held_out_top1"]
+        top1 = info(prepare(MLMRecipe(exclude_task=task or "")))["held_out_top1"]
     else:
-        texts, _, _ = held_out()
+        texts, _, _ = held_out(task)
         top1 = round(masked_token_accuracy(mlm, texts), 4)
     return {"mlm": name, "mlm_head": mlm.head, "mlm_top1": top1}
 

@@ -51,6 +51,9 @@ class MLMRecipe:
     weight_decay: float = 0.01  # AdamW weight decay
     train_embeddings: bool = True  # the input embedding table (= the tied decoder weight) trains too
     corpus: str = "auto"  # public corpus (bench.data.public_corpus)
+    # the task the MLM serves: a source that is its data is left out of the corpus, so that an MLM used against
+    # a task's release never trained on that task's text ("" = none left out)
+    exclude_task: str = ""
     seed: int = 0  # packing order, masking, dropout
 
     def __post_init__(self) -> None:
@@ -210,8 +213,8 @@ def _checkpoint(mlm, log: TrainingLog, losses: list[float], evaluate, progress: 
 
 def describe(info: dict) -> str:
     """The ``head`` string of a trained MLM."""
-    return (f"{NAME}: all layers of {info['recipe']['encoder']} trained offline as a masked LM, {info['steps']} "
-            f"steps, held-out top-1 {info['held_out_top1']:.2f}")
+    return (f"{NAME}: all layers of {info['recipe']['encoder']} trained offline as a masked LM on {info['corpus']}, "
+            f"{info['steps']} steps, held-out top-1 {info['held_out_top1']:.2f}")
 
 
 def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = (), progress: bool = True) -> Path:
@@ -224,7 +227,7 @@ def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = ()
     from bench.data.public_corpus import public_corpus
     from bench.models.cache import cache_root
 
-    sentences, description, corpus_hash = public_corpus(recipe.corpus)
+    sentences, description, corpus_hash = public_corpus(recipe.corpus, exclude_task=recipe.exclude_task or None)
     key = mlm_key(recipe, corpus_hash)
     target = cache_root() / "mlm" / key
     if (target / INFO_FILE).is_file():
@@ -244,7 +247,7 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
     from bench.models import mlm as mlm_module
 
     mlm = mlm_module.load_mlm(recipe.encoder, seed=recipe.seed)
-    texts, held_out_description, held_out_hash = held_out()
+    texts, held_out_description, held_out_hash = held_out(recipe.exclude_task or None)
     before = mlm_module.masked_token_accuracy(mlm, texts, seed=recipe.seed)
     if progress:
         print(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"

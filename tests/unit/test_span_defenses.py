@@ -36,8 +36,8 @@ def tiny_mlm():
 def patched_mlm(tiny_mlm, monkeypatch):
     from bench.models import mlm as mlm_module
 
-    monkeypatch.setattr(mlm_module, "shared_mlm", lambda name, device="cpu": tiny_mlm)
-    monkeypatch.setattr(mlm_module, "mlm_facts", lambda name, device="cpu": {"mlm": name, "mlm_top1": 0.0})
+    monkeypatch.setattr(mlm_module, "shared_mlm", lambda name, task=None, device="cpu": tiny_mlm)
+    monkeypatch.setattr(mlm_module, "mlm_facts", lambda name, task=None, device="cpu": {"mlm": name, "mlm_top1": 0.0})
     return tiny_mlm
 
 

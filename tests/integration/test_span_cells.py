@@ -1,0 +1,61 @@
+"""Span defenses on real CoNLL-2003 cells: the server trains on rewritten text, span-recovery attacks the release.
+
+Small slices (200 training and 60 evaluation sentences, 20 epochs). The attack's MLM here is minilm with its
+untrained head (``allow_untrained``): its fillings are noise, so these tests assert what does not depend on
+it: the undefended release still holds every span verbatim, a masked one none, and the rewrite's
+bookkeeping. The NDD selection itself is tested in tests/unit/test_span_defenses.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.data.examples import data_dir
+from bench.engine.runner import make_spec, run_cell
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not (data_dir() / "conll2003" / "eng.train").is_file(), reason="CoNLL-2003 files missing"),
+]
+SIZES = {"n_train": 200, "n_eval": 60, "training_args": "epochs=20"}
+ATTACK = {"attack": "span-recovery", "attack_args": "mlm=minilm,allow_untrained=true,k=2,rows=40"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One torch thread: the tagger's small steps thrash with two on 2 shared cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def records():
+    cells = {"none": None, "mask": None, "ndd": "mode=substitutive,select=random"}
+    return {name: run_cell(make_spec(task="conll2003", defense=name, defense_args=args, **SIZES, **ATTACK))
+            for name, args in cells.items()}
+
+
+def test_the_undefended_release_holds_every_span_and_the_masked_one_none(records):
+    none, mask = records["none"].metrics, records["mask"].metrics
+    assert none["privacy/span-recovery/verbatim"] == 1.0
+    assert mask["privacy/span-recovery/verbatim"] <= 0.05  # an entity repeated elsewhere in its sentence
+    assert records["none"].notes["span_slots"] > 20
+    assert none["utility/lf"] > mask["utility/lf"]  # a tagger taught that [MASK] is the entity finds few
+
+
+def test_a_span_defense_rewrites_every_declared_span_and_records_it(records):
+    for name in ("mask", "ndd"):
+        notes = records[name].notes
+        assert notes["spans_rewritten"] == notes["spans_declared"] > 0
+        assert notes["public_mechanism"]["mechanism"] == "span-rewrite"
+    assert records["ndd"].notes["mlm"] is None  # substitution drawn at random runs no MLM
+    assert records["ndd"].metrics["privacy/span-recovery/verbatim"] < 0.3
+
+
+def test_the_frequency_guess_is_the_random_reference(records):
+    metrics = records["none"].metrics
+    assert 0.0 <= metrics["random/span-recovery/recovered"] < metrics["privacy/span-recovery/recovered"]
