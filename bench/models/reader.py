@@ -1,17 +1,18 @@
 """Extractive reader: the server's frozen encoder over a released (question, context) pair and a start/end head.
 
-The server assembles each released pair as ``[CLS] question [SEP] context [SEP]`` (``Encoder.model_inputs``; a
-pair longer than ``max_length`` is cut as the tokenizer cuts text pairs, the longer segment's end first) and keeps
-the frozen encoder's last hidden state at every position. The head projects the states to 128 numbers (one shared linear layer) and sees, at each context position, the
-projected state ``h``, the projected question summary ``c`` attended by it (softmax of the raw states' scaled dot
-products with the question's states; no parameters), ``h * c``, ``h`` times the projected mean question state and
-whether the position's released token occurs in the released question (token ids only; 0 for vector releases);
-a linear layer and ReLU reduce these to 128 numbers, two residual convolutions (5 positions wide) read the
-context, and a linear layer gives a start and an end logit. (A BiLSTM in their place trained ~10x slower on
-shared CPU cores for no better span.) The encoder's states are cached on disk (float16), keyed by the encoder
-and the exact released ids, so the evaluation split every defense releases unchanged is encoded once. Trained
-with cross-entropy on the start and end positions (Adam, cosine decay); predictions are the span ``i <= j < i + 30``
-(WordPieces: the server sees pieces, not words) with the largest ``start_i + end_j``.
+The server assembles each released pair as ``[CLS] question [SEP] context [SEP]`` (``Encoder.model_inputs``; a pair
+longer than ``max_length`` is cut as the tokenizer cuts text pairs, the longer segment's end first) and keeps the
+frozen encoder's last hidden state at every position. The head projects the states to 128 numbers (one shared linear
+layer) and sees, at each context position, the projected state ``h``, the projected question summary ``c`` attended
+by it (softmax of the raw states' scaled dot products with the question's states; no parameters), ``h * c``, ``h``
+times the projected mean question state and whether the position's released token occurs in the released question
+(token ids only; 0 for vector releases); a linear layer and ReLU reduce these to 128 numbers, two residual
+convolutions (5 positions wide) read the context, and a linear layer gives a start and an end logit. (A first
+version, a BiLSTM over the 1,537 unprojected features, took 1.6 s a training step of 32 pairs on the shared cores,
+this one 0.4 s; their quality was not compared.) The encoder's states are cached on disk (float16), keyed by the
+encoder and the exact released ids, so the evaluation split every defense releases unchanged is encoded once.
+Trained with cross-entropy on the start and end positions (Adam, cosine decay); predictions are the span ``i <= j <
+i + 30`` (WordPieces: the server sees pieces, not words) with the largest ``start_i + end_j``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench.core.errors import BenchError
-from bench.models.servers import Server
 from bench.models.encoders import fit_pair
+from bench.models.servers import Server
 
 MAX_ANSWER = 30  # WordPieces an answer may span
 WIDTH = 128  # the head's hidden width
@@ -59,7 +60,8 @@ def pair_features(encoder, released: list, batch_size: int = 32) -> list[PairFea
     out = []
     for (question, context), (q, c), begin in zip(kept, lengths, bounds):
         ids = np.asarray(question).ndim == 1 and np.asarray(context).ndim == 1
-        match = np.isin(np.asarray(context), np.asarray(question)).astype(np.float32) if ids else np.zeros(c, np.float32)
+        match = (np.isin(np.asarray(context), np.asarray(question)).astype(np.float32) if ids
+                 else np.zeros(c, np.float32))
         rows = flat[begin:begin + q + c].astype(np.float32)
         out.append(PairFeatures(rows[q:], rows[:q], match))
     return out

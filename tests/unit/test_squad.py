@@ -14,10 +14,10 @@ from bench.core.spans import Edit, Span, apply_edits
 from bench.data.examples import data_dir
 from tasks.squad import (
     FILE,
-    SQuAD,
     TRAIN_ARTICLES,
     WINDOW,
     Question,
+    SQuAD,
     choose_window,
     covered_words,
     entity_words,
@@ -248,8 +248,8 @@ def test_sensitive_spans_are_spacy_entities_of_the_context_and_cached(tmp_path, 
 # -- relabelling rewritten text ---------------------------------------------------------------------------
 
 TEXT = ("Who won ?", "In 2016 the Denver Broncos beat the Carolina Panthers in Santa Clara .")
-LABEL = {"answers": ["Denver Broncos", "the Denver Broncos", "Santa Clara, California"], "spans": [[3, 5], [2, 5], None],
-         "id": "q"}
+LABEL = {"answers": ["Denver Broncos", "the Denver Broncos", "Santa Clara, California"],
+         "spans": [[3, 5], [2, 5], None], "id": "q"}
 
 
 def rewrite(*edits):
