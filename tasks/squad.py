@@ -4,8 +4,8 @@ Data: ``$BENCH_DATA_DIR/squad/dev-v1.1.json.zip`` (the v1.1 development set: 48 
 questions). There is no training split offline, so the file is split BY ARTICLE, deterministically and
 independently of the run's seed: the questions of its first 36 articles (in file order) form the training pool,
 those of the last 12 the evaluation pool (about 2,450 questions), so no paragraph is in both. Each run then
-draws seeded samples of questions from both pools. Online (the hub) the training part would be SQuAD's train
-split; this offline split is a deviation from the paper, which trains on the train split (the record says so).
+draws seeded samples of questions from both pools. The paper trains on SQuAD's train split (on the hub; not read
+by this task): the offline split is a deviation, and the record's ``eval_split`` note says so.
 
 Examples: a pair ``(question, context window)``, the words of each joined by single spaces (the question and
 the paragraph are whitespace-tokenized). A paragraph (123 words on average, up to 629) exceeds the encoder's
