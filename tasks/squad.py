@@ -388,11 +388,10 @@ class SQuAD(Task):
         if split not in ("train", "eval"):
             raise BenchError(f"split must be train or eval, got '{split}'.")
         texts = getattr(data, split).texts
-        key = (id(data), split)
-        if key not in self._entities:
+        if texts not in self._entities:  # the split's own texts are the key (the same tuple: compared by identity)
             self._entities.clear()
-            self._entities[key] = spacy_entities([t[1] for t in texts])
-        return [Span(start, end, kind, 1) for start, end, kind in self._entities[key][index]]
+            self._entities[texts] = spacy_entities([t[1] for t in texts])
+        return [Span(start, end, kind, 1) for start, end, kind in self._entities[texts][index]]
 
     @property
     def _entities(self) -> dict:
