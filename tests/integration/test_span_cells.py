@@ -59,3 +59,11 @@ def test_a_span_defense_rewrites_every_declared_span_and_records_it(records):
 def test_the_frequency_guess_is_the_random_reference(records):
     metrics = records["none"].metrics
     assert 0.0 <= metrics["random/span-recovery/recovered"] < metrics["privacy/span-recovery/recovered"]
+
+
+@pytest.mark.skipif(not (data_dir() / "squad" / "dev-v1.1.json.zip").is_file(), reason="SQuAD file missing")
+def test_span_masking_on_reading_comprehension_masks_the_context_entities():
+    record = run_cell(make_spec(task="squad", defense="mask", n_train=64, n_eval=32, **ATTACK))
+    notes = record.notes
+    assert notes["spans_rewritten"] == notes["spans_declared"] > 50  # spaCy entities of the context windows
+    assert record.metrics["privacy/span-recovery/verbatim"] <= 0.1
