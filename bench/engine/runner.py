@@ -51,8 +51,9 @@ def make_spec(
     """Validate names and values and resolve every default; raises ``BenchError`` on bad input.
 
     Everything a cell needs is checked here, before anything runs: the components exist and declare
-    their metrics and release kinds, the defense has a client part the task's server trains from,
-    the attack accepts what the defense releases, and the server options apply to the release.
+    their metrics and release kinds, the names their parameters hold resolve (their ``check()``: models,
+    files, tasks), the defense has a client part the task's server trains from, the attack accepts what
+    the defense releases, and the server options apply to the release.
     """
     from bench.engine.server_options import ServerOptions
     from bench.models.encoders import POOLINGS, resolve_device
@@ -60,7 +61,9 @@ def make_spec(
 
     task_cls = TASKS.get(task)
     defense_cls = DEFENSES.get(defense)
-    resolved_defense = component_args(build_component(defense_cls, defense_args))
+    defense_obj = build_component(defense_cls, defense_args)
+    defense_obj.check()  # names its parameters hold (files, tasks, models) resolve before anything runs
+    resolved_defense = component_args(defense_obj)
     resolved_attack: dict[str, Any] = {}
     wanted = None
     if attack is None and (parse_arg_string(attack_args) if isinstance(attack_args, str) else attack_args):
@@ -69,7 +72,9 @@ def make_spec(
     if attack is not None:
         attack_cls = ATTACKS.get(attack)
         wanted = compatible_kind(defense_cls, attack_cls)
-        resolved_attack = component_args(build_component(attack_cls, attack_args))
+        attack_obj = build_component(attack_cls, attack_args)
+        attack_obj.check()  # e.g. rss sbert=, mask-inference mlm=: resolved without loading weights
+        resolved_attack = component_args(attack_obj)
     protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
     given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
     options = build_component(ServerOptions, given_server)
