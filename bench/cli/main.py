@@ -119,9 +119,13 @@ def _run_grid(grid: Path, store, shard: str = "") -> None:
         err.print(f"grid {grid}: {len(specs)} cells")
 
     def report(spec, status: str) -> None:
-        err.print(f"  {status:8} {spec.label()}", highlight=False)
+        why = " (another process is running it; looked at again after the other cells)" if status == "claimed" else ""
+        err.print(f"  {status:8} {spec.label()}{why}", highlight=False)
 
     ran, skipped = run_grid(specs, store, report)
+    _, problems = store.read()
+    for problem in problems:  # e.g. a line edited by hand while the grid ran: skipped, every other record kept
+        err.print(f"[yellow]warning:[/yellow] {problem}; fix or delete that line", highlight=False, soft_wrap=True)
     out.print(f"ran {ran} cells, skipped {skipped} already recorded; records in {store.records_dir}")
 
 

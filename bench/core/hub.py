@@ -74,8 +74,8 @@ def unreachable_note() -> str:
     """Why a hub id failed when offline mode was switched on here ('' otherwise), for one-sentence errors."""
     if not hub_unreachable():
         return ""
-    return (f"the Hugging Face hub ({endpoint()}) did not answer within {PROBE_TIMEOUT_S:g} s, so only the local "
-            "cache was searched")
+    return (f"the Hugging Face hub at {endpoint()} could not be reached within {PROBE_TIMEOUT_S:g} s, so "
+            "only the local cache was searched")
 
 
 def _go_offline() -> None:

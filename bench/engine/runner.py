@@ -95,6 +95,9 @@ def make_spec(
         raise BenchError(f"pooling must be one of {', '.join(POOLINGS)}, got '{pooling}'.")
     if max_length < 8:
         raise BenchError(f"max_length must be at least 8 tokens, got {max_length}.")
+    from bench.models.loading import check_encoder
+
+    check_encoder(encoder)  # its configuration resolves (no weights load; a hub id fails fast without the hub)
     return RunSpec(
         task=task,
         defense=defense,

@@ -20,8 +20,7 @@ def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str 
 def check_encoder(name: str, where: str = "") -> None:
     """Refuse an encoder name that cannot load, without loading weights: a mock's size is checked, the
     packaged default must be installed, a hub id's configuration must resolve (offline: from the local cache)."""
-    named = f"{where} names encoder" if where else "encoder"
-    check_model_name(name, f"{named} '{name}', which")
+    check_model_name(name, f"{where} names encoder '{name}', which" if where else f"encoder '{name}'")
 
 
 def check_model_name(name: str, subject: str) -> None:
