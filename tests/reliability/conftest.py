@@ -91,3 +91,16 @@ def stored_seeds(results: Path, defense: str) -> list[int]:
     records, problems = ResultStore(results).read()
     assert problems == [], problems
     return sorted(r.seed for r in records if r.defense == defense)
+
+
+def grid_error(result, *fragments: str) -> str:
+    """Like ``one_sentence`` for ``bench run --grid``, whose progress lines come first: exit code 2, one error line,
+    the last on stderr, containing every fragment."""
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], lines
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in errors[0], (fragment, errors[0])
+    return errors[0]
