@@ -85,6 +85,10 @@ def load_grid(path: str | Path) -> list[RunSpec]:
         _as_list(grid.get("attacks"), "attacks") or [None],
         _as_list(grid.get("seeds"), "seeds", int) or [0],
     )
+    from bench.models.loading import check_encoder
+
+    for encoder in dict.fromkeys(_as_list(grid.get("encoders"), "encoders") or ["minilm"]):  # named with the file
+        check_encoder(encoder, f"grid file {path}")
     specs = []
     for task, encoder, (defense, args, own_server), server, attack, seed in cells:
         try:
@@ -96,10 +100,6 @@ def load_grid(path: str | Path) -> list[RunSpec]:
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise BenchError(f"grid file {path} has invalid settings ({exc}).") from exc
-    from bench.models.loading import check_encoder
-
-    for encoder in dict.fromkeys(spec.encoder for spec in specs):  # before the first cell runs
-        check_encoder(encoder, f"grid file {path}")
     return specs
 
 

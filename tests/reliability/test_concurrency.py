@@ -13,7 +13,7 @@ from bench.engine.grid import cell_key, load_grid, run_grid
 from bench.results.store import ResultStore
 from tests.reliability.conftest import ROOT, cli_process, slow_grid, stored_seeds
 
-CELLS = 6
+CELLS = 4
 
 
 def test_two_copies_of_one_grid_record_every_cell_once(tiny_data, tmp_path):

@@ -34,7 +34,7 @@ def _disk_full_after(half: bool = True):
 
 
 def test_worker_killed_mid_cell_then_resumed_records_every_cell_once(tiny_data, tmp_path):
-    plugin, grid = slow_grid(tmp_path, seconds=1.5, seeds=3)
+    plugin, grid = slow_grid(tmp_path, seconds=1.0, seeds=3)
     results, marker = tmp_path / "results", tmp_path / "started"
     worker = cli_process(["run", "--grid", grid, "--plugin", plugin, "--results-dir", results],
                          {"SLOW_NONE_MARKER": str(marker)})

@@ -77,3 +77,19 @@ def test_load_grid_runs_the_checks(tiny_data, offline, tmp_path):
     grid.write_text("encoders: [mock]\ndefenses: [{name: dchi-text, args: {vectors: /no/such/file.txt}}]\n")
     with pytest.raises(BenchError, match="dchi-text vectors='/no/such/file.txt' is not a file"):
         load_grid(grid)
+
+
+def test_the_contract_runs_check_on_defaults():
+    from dataclasses import dataclass
+
+    from bench.engine.contracts import _check_loadable_defaults
+
+    @dataclass
+    class Unloadable:
+        model: str = "no-such-model"  # what it loads
+
+        def check(self):
+            raise BenchError(f"model='{self.model}' cannot be found.")
+
+    assert "check() fails on the default parameters" in _check_loadable_defaults(Unloadable)[0]
+    assert _check_loadable_defaults(type("Fine", (), {"check": lambda self: None})) == []
