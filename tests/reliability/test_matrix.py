@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,3 +186,18 @@ def test_cases_elsewhere_exist(what, where):
     test = getattr(module, function, None)
     assert callable(test), f"{where} ({what}) is gone: move its case into CASES"
     assert isinstance(ast.parse(inspect.getsource(test)).body[0], ast.FunctionDef)
+
+
+def test_long_and_unusual_unicode_text_runs(tiny_data, results):
+    """Data sentences with emoji, right-to-left script, combining marks, zero-width joiners, a bidi override and
+    20,000 characters run a cell like any other."""
+    train = tiny_data / "glue" / "SST-2" / "train.tsv"
+    lines = train.read_text(encoding="utf-8").splitlines()
+    unusual = ["the film 🎬👩‍👩‍👧 is great", "الفيلم رائع جدا", "e\u0301le\u0301gant and moving", "\u202edlrow olleh",
+               "ok " * 6667, "tab\u00a0nbsp\u2028line separator", "ｆｕｌｌｗｉｄｔｈ　ｔｅｘｔ"]
+    lines = lines[:1] + [f"{i % 2}\t{text}" for i, text in enumerate(unusual)] + lines[1:14]  # all 20 are drawn
+    train.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = invoke("run", "--defense", "none", "--attack", "rss", "--attack-args", "sbert=mock", "--n-train", "20",
+                    "--n-eval", "8", "--json", *RUN.split()[1:])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["sizes"] == {"n_train": 20, "n_eval": 8}
