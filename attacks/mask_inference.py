@@ -83,6 +83,18 @@ class MaskInference(Attack):
         self._top1: float | None = None
         self._top1_note: dict = {}
 
+    def check(self) -> None:
+        """The attacker's MLM must resolve (no weights are loaded; a checkpoint is checked in __post_init__)."""
+        from bench import BenchError
+        from bench.models.loading import check_model_name
+
+        if self.checkpoint or self.mlm == "minilm-mlm":  # minilm-mlm is trained offline on first use
+            return
+        if self.mlm.startswith("mock") or self.mlm == "bilstm":
+            raise BenchError(f"mask-inference mlm='{self.mlm}' has no WordPiece transformer to use as a masked LM; "
+                             "use minilm, minilm-mlm or a hub id such as bert-base-uncased.")
+        check_model_name(self.mlm, f"mask-inference mlm='{self.mlm}', the attacker's masked LM,")
+
     def _load(self, public: PublicKnowledge, release: Release | None = None):
         """The attacker's MLM, loaded once (``release`` names the mechanism an ``adapted`` MLM is adapted to)."""
         from bench.models.mlm import load_mlm

@@ -44,6 +44,12 @@ class RSS(Attack):
 
     sbert: str = "minilm"  # sentence-transformer used for SBERTsim ("minilm" = all-MiniLM-L6-v2)
 
+    def check(self) -> None:
+        """The SBERT model must resolve (no weights are loaded)."""
+        from bench.models.loading import check_model_name
+
+        check_model_name(self.sbert, f"rss sbert='{self.sbert}', the SBERTsim model,")
+
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
         """Index of the corpus sentence most similar to each released representation."""
         corpus_reps = public.encoder.encode(public.corpus)

@@ -15,6 +15,7 @@ import streamlit as st
 from bench.results.store import ResultStore
 from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
 from dashboard.deniability import render_deniability
+from dashboard.markdown import literal
 from dashboard.reproduction import render_reproduction
 from dashboard.sweeps import sweep_chart, sweeps, with_settings
 
@@ -77,13 +78,14 @@ def render_sweeps(shown: pd.DataFrame, task: str) -> None:
     found = sweeps(shown)
     if found.empty:
         return
-    st.subheader(f"Privacy parameter sweeps on {task}")
+    st.subheader(f"Privacy parameter sweeps on {literal(task)}")
     for (defense, attack, parameter, fixed), rows in found.groupby(["defense", "attack", "parameter", "fixed"]):
         known = sorted(m for m in rows["metric"].unique()
                        if m.startswith("utility/") or m.startswith(f"privacy/{attack}/"))
         key = f"sweep-{defense}-{attack}-{parameter}-{fixed}"
-        chosen = st.multiselect(f"{defense} ({fixed or 'no other parameters'}) against {attack or 'no attack'}: "
-                                f"metrics against {parameter}", known + sorted(
+        label = (f"{literal(defense)} ({literal(fixed) if fixed else 'no other parameters'}) against "
+                 f"{literal(attack) if attack else 'no attack'}: metrics against {literal(parameter)}")
+        chosen = st.multiselect(label, known + sorted(
                                     m for m in rows["metric"].unique() if m.startswith(f"random/{attack}/")),
                                 default=known[:4], key=key)
         if chosen:
@@ -95,12 +97,13 @@ def render_adaptation(shown: pd.DataFrame, task: str) -> None:
     gains = adaptation_gains(shown)
     if gains.empty:
         return
-    st.subheader(f"Privacy-adaptive pretraining on {task}: utility gained over the unadapted encoder")
+    st.subheader(f"Privacy-adaptive pretraining on {literal(task)}: utility gained over the unadapted encoder")
     st.dataframe(gains.drop(columns=["task"]), hide_index=True, width="stretch")
     for (defense, attack, metric), rows in gains.groupby(["defense", "attack", "metric"]):
         parameter = sweep_parameter(rows)
         if parameter is not None:
-            st.caption(f"{defense} ({metric}, cells attacked by {attack or 'no attack'})")
+            st.caption(f"{literal(defense)} ({literal(metric)}, cells attacked by "
+                       f"{literal(attack) if attack else 'no attack'})")
             st.altair_chart(gain_chart(rows, parameter), width="stretch")
 
 
@@ -122,7 +125,7 @@ def leaderboard(store: ResultStore) -> None:
     """Filters, the leaderboard table and one privacy-utility scatter per attack."""
     path = store.leaderboard_path
     if not path.is_file():
-        st.info(f"No leaderboard at {path}: run `bench run ...`, then `bench summarize`.")
+        st.info(f"No leaderboard at {literal(path)}: run `bench run ...`, then `bench summarize`.")
         return
     board = load_board(str(path), path.stat().st_mtime)
     if board.empty:
@@ -157,7 +160,7 @@ def leaderboard(store: ResultStore) -> None:
         )
         if not privacy_metrics or not utility_metrics:
             continue
-        st.subheader(f"{attack}: privacy against utility on {task}")
+        st.subheader(f"{literal(attack)}: privacy against utility on {literal(task)}")
         left, right = st.columns(2)
         utility = left.selectbox("utility metric", utility_metrics, key=f"utility-{attack}")
         privacy = right.selectbox("attack metric", privacy_metrics, key=f"privacy-{attack}")

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from dashboard.markdown import code, literal
+
 REQUIRED = ("encoder", "mechanism", "trials", "tokens", "etas", "per_eta", "selections", "thresholds")
 QUANTILES = {"q05": 0.05, "q25": 0.25, "median": 0.5, "q75": 0.75, "q95": 0.95}
 
@@ -87,9 +89,9 @@ def render_deniability(root: Path) -> None:
     """The section: pick a report, read its selections, see N_w and S_w against eta."""
     reports, problems = load_reports(root)
     for problem in problems:
-        st.warning(problem)
+        st.warning(literal(problem))
     if not reports:
-        st.info(f"No plausible deniability analysis in {Path(root) / 'analysis'}: run "
+        st.info(f"No plausible deniability analysis in {literal(Path(root) / 'analysis')}: run "
                 "`bench analyze deniability`.")
         return
     labels = [f"{r['mechanism']} · {r['encoder']} · {r['tokens']} tokens × T={r['trials']}" for r in reports]
@@ -99,9 +101,10 @@ def render_deniability(root: Path) -> None:
     report = reports[index]
     trials, bounds = report["trials"], report["thresholds"]
     st.caption(
-        f"{labels[index]} ({report.get('token_sample', 'seeded')} sample, seed {report.get('seed')}). Each "
-        f"token is perturbed T={trials} times at each eta; N_w counts the outputs equal to the token (small "
-        f"= deniable), S_w the distinct outputs (large = deniable). `{report.get('command', '')}`"
+        f"{literal(labels[index])} ({literal(report.get('token_sample', 'seeded'))} sample, seed "
+        f"{literal(report.get('seed'))}). Each "
+        f"token is perturbed T={literal(trials)} times at each eta; N_w counts the outputs equal to the token (small "
+        f"= deniable), S_w the distinct outputs (large = deniable). {code(report.get('command', ''))}"
     )
     st.dataframe(selections_frame(report), hide_index=True, width="stretch")
     frame = quantile_frame(report)

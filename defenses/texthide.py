@@ -65,6 +65,17 @@ class TextHide(RepresentationDefense):
         self.pools: list = []
         self.public_members = None  # (count, generator) -> public representations to mix in
 
+    def check(self) -> None:
+        """The public task of the inter scheme must be registered."""
+        from bench import BenchError
+        from bench.core.registry import TASKS
+
+        if self.public:
+            try:
+                TASKS.get(self.public)
+            except BenchError as exc:
+                raise BenchError(f"texthide public='{self.public}' names no task: {exc}") from None
+
     def representation_mechanism(self):
         """Mixing and masking with their public parameters (never the pool, weights or partners)."""
         return MixAndMask(self.m, self.k, self.scheme, self.clients)

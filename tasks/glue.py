@@ -243,8 +243,11 @@ class GlueTask(Task):
             f"(set BENCH_DATA_DIR to a folder laid out like shared/data), or run where the Hugging Face hub "
             f"is reachable (datasets.load_dataset('{HUB_DATASET}', '{self.hub_config}'))."
         )
-        if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
-            raise BenchError(how)
+        from bench.core.hub import offline_unless_reachable, unreachable_note
+
+        if offline_unless_reachable() or os.environ.get("HF_DATASETS_OFFLINE") == "1":  # no retries without a hub
+            note = unreachable_note()
+            raise BenchError(f"{how[:-1]}; {note}." if note else how)
         try:
             import datasets
 

@@ -94,6 +94,15 @@ def write_tiny_rte(path: Path, pairs) -> None:
         archive.writestr("rte/rte2_dev.xml", f'<?xml version="1.0"?><entailment-corpus>{rte2}</entailment-corpus>')
 
 
+@pytest.fixture(autouse=True)
+def hub_answers(monkeypatch):
+    """No hub probe in tests (as if the hub answered): a test that unsets the offline variables fakes the hub itself,
+    and no test switches offline mode on for the tests after it. Tests of the probe reset ``_state`` themselves."""
+    import bench.core.hub as hub
+
+    monkeypatch.setattr(hub, "_state", {"reachable": True})
+
+
 @pytest.fixture
 def tiny_data(tmp_path, monkeypatch) -> Path:
     """BENCH_DATA_DIR pointing at a tiny synthetic GLUE folder."""

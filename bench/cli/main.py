@@ -26,6 +26,15 @@ PluginOption = typer.Option(None, "--plugin", help="Extra component file to load
 ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR or ./results).")
 
 
+def plain(value: object) -> str:
+    """Text from users or files as rich prints it literally, on one line: markup escaped (``[/x]`` would raise,
+    ``[bold]`` vanish), characters that are not printable (newline, ESC, a bidi override, a zero-width space)
+    shown as their escapes."""
+    from rich.markup import escape
+
+    return escape("".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(value)))
+
+
 def user_errors(command):
     """Turn ``BenchError`` into one red sentence and exit code 2."""
 
@@ -34,7 +43,7 @@ def user_errors(command):
         try:
             return command(*args, **kwargs)
         except BenchError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {plain(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(2)
 
     return wrapper
@@ -115,15 +124,21 @@ def _run_grid(grid: Path, store, shard: str = "") -> None:
     specs = load_grid(grid)
     if shard:
         total, specs = len(specs), shard_of(specs, shard)
-        err.print(f"grid {grid}: shard {shard.strip()}, {len(specs)} of {total} cells")
+        err.print(f"grid {plain(grid)}: shard {plain(shard.strip())}, {len(specs)} of {total} cells", highlight=False)
     else:
-        err.print(f"grid {grid}: {len(specs)} cells")
+        err.print(f"grid {plain(grid)}: {len(specs)} cells", highlight=False)
 
     def report(spec, status: str) -> None:
-        err.print(f"  {status:8} {spec.label()}", highlight=False)
+        why = " (another process is running it; looked at again after the other cells)" if status == "claimed" else ""
+        err.print(f"  {status:8} {plain(spec.label())}{why}", highlight=False)
 
     ran, skipped = run_grid(specs, store, report)
-    out.print(f"ran {ran} cells, skipped {skipped} already recorded; records in {store.records_dir}")
+    _, problems = store.read()
+    for problem in problems:  # e.g. a line edited by hand while the grid ran: skipped, every other record kept
+        err.print(f"[yellow]warning:[/yellow] {plain(problem)}; fix or delete that line", highlight=False,
+                  soft_wrap=True)
+    out.print(f"ran {ran} cells, skipped {skipped} already recorded; records in {plain(store.records_dir)}",
+              highlight=False)
 
 
 def _print_record(record, path) -> None:
@@ -144,7 +159,7 @@ def _print_record(record, path) -> None:
         highlight=False,
     )
     if path is not None:
-        out.print(f"record appended to {path}", highlight=False)
+        out.print(f"record appended to {plain(path)}", highlight=False)
 
 
 @app.command("list")
@@ -196,13 +211,13 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
     store.check_exists()  # a mistyped folder gets one sentence, not an empty folder and CSV
     path, rows, problems = write_leaderboard(store)
     for problem in problems:
-        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)
     board = pd.read_csv(path, keep_default_na=False)
     for column in ("mean", "std"):  # a NaN metric is written as an empty field and shown as nan
         board[column] = pd.to_numeric(board[column].replace("", float("nan")), errors="coerce")
     if not board.empty:
         (out if out.is_terminal else Console(width=200)).print(_summary_table(board))
-    out.print(f"wrote {rows} rows to {path}", highlight=False)
+    out.print(f"wrote {rows} rows to {plain(path)}", highlight=False)
 
 
 def _summary_table(board) -> Table:
@@ -358,11 +373,11 @@ def check_plugin(file: Path = typer.Argument(..., help="Component file to check 
                          "register_attack or register_task.")
     for component, problems in results.items():
         status = "[green]passes[/green]" if not problems else f"[red]{len(problems)} problem(s)[/red]"
-        out.print(f"[bold]{component}[/bold]: {status}")
+        out.print(f"[bold]{plain(component)}[/bold]: {status}")
         for problem in problems:
-            out.print(f"  [red]✗[/red] {problem}", highlight=False, soft_wrap=True)
+            out.print(f"  [red]✗[/red] {plain(problem)}", highlight=False, soft_wrap=True)
         for warning in warnings.get(component, []):
-            out.print(f"  [yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+            out.print(f"  [yellow]warning:[/yellow] {plain(warning)}", highlight=False, soft_wrap=True)
     failing = {c: p for c, p in results.items() if p}
     if failing:
         details = "; ".join(f"{c}: {', '.join(p)}" for c, p in failing.items())
@@ -381,7 +396,7 @@ def new_component(
     from bench.engine.templates import write_template
 
     path = write_template(kind, name, folder)
-    out.print(f"wrote {path}; check it with: bench check-plugin {path}", highlight=False, soft_wrap=True)
+    out.print(f"wrote {plain(path)}; check it with: bench check-plugin {plain(path)}", highlight=False, soft_wrap=True)
 
 
 @app.command()

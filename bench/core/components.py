@@ -123,6 +123,11 @@ class Defense:
         """Derived facts worth keeping in the record (e.g. the mean noise radius); default none."""
         return {}
 
+    def check(self) -> None:
+        """Cheap checks, before anything runs, of every name a parameter holds that is loaded later (a model, a
+        file, a task): raise ``BenchError`` naming the parameter; never load weights. Default: nothing to check.
+        ``make_spec`` calls it, so ``bench run`` and every cell of a grid are checked before the first one runs."""
+
 
 class TokenDefense(Defense):
     """A defense that privatizes the client's text token by token (d_chi, SanText, ...).
@@ -142,6 +147,18 @@ class TokenDefense(Defense):
         from bench.privacy.public import SpaceRef
 
         return SpaceRef()
+
+    def check(self) -> None:
+        """A word space's vector file must exist (it is read only once the cell runs)."""
+        from pathlib import Path
+
+        from bench.core.errors import BenchError
+
+        space = self.token_space()
+        if space.format == "words" and not Path(space.vectors).expanduser().is_file():
+            raise BenchError(f"{self.registry_name} vectors='{space.vectors}' is not a file; give a GloVe-format "
+                             "word-vector file (word v1 ... vn per line), or leave vectors empty for the WordPiece "
+                             "table.")
 
 
 class SpanDefense(TokenDefense):
@@ -255,6 +272,11 @@ class Attack:
             raise BenchError(f"attack '{cls.registry_name}' must declare the release kinds it accepts "
                              "(class attribute `accepts`, a tuple of bench.ReleaseKind).")
         check_declared(f"attack '{cls.registry_name}'", cls.metrics)
+
+    def check(self) -> None:
+        """Cheap checks, before anything runs, of every name a parameter holds that is loaded later (a model, a
+        file, a task): raise ``BenchError`` naming the parameter; never load weights. Default: nothing to check.
+        ``make_spec`` calls it, so ``bench run`` and every cell of a grid are checked before the first one runs."""
 
     def attack(self, release: Release, public: PublicKnowledge) -> Any:
         """Guesses about the private inputs behind ``release``."""

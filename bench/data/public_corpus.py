@@ -127,6 +127,11 @@ def _source_of_task(task: str | None) -> str | None:
 def _hub(name: str, n: int | None) -> list[str]:
     """The first n non-empty texts of the train split of a ``datasets`` corpus, streamed."""
     corpus, _, config = name.partition(":")
+    from bench.core.hub import offline_unless_reachable, unreachable_note
+
+    if offline_unless_reachable() and unreachable_note():  # a stream cannot come from the cache: fail now
+        raise BenchError(f"public corpus '{name}' is not an offline one ({', '.join(KNOWN)}; files in "
+                         f"BENCH_DATA_DIR) and {unreachable_note()}; use an offline corpus.")
     try:
         import datasets
 

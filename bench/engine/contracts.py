@@ -55,8 +55,20 @@ def check_component(kind: str, cls: type, warnings: list[str] | None = None) -> 
         return problems  # nothing can be built from defaults
     if kind == "defense":
         problems += _check_defense_determinism(cls)
+    if kind != "task":
+        problems += _check_loadable_defaults(cls)
     problems += _check_bad_values(cls, warnings)
     return problems
+
+
+def _check_loadable_defaults(cls: type) -> list[str]:
+    """``check()`` (the names a component's arguments hold, resolved before anything runs) passes on defaults."""
+    try:
+        cls().check()
+    except Exception as exc:  # noqa: BLE001 - any failure is the finding
+        return [f"check() fails on the default parameters ({type(exc).__name__}: {exc}); the defaults must name "
+                "things that load"]
+    return []
 
 
 def _check_docstring(kind: str, cls: type) -> list[str]:

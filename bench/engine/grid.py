@@ -85,6 +85,10 @@ def load_grid(path: str | Path) -> list[RunSpec]:
         _as_list(grid.get("attacks"), "attacks") or [None],
         _as_list(grid.get("seeds"), "seeds", int) or [0],
     )
+    from bench.models.loading import check_encoder
+
+    for encoder in dict.fromkeys(_as_list(grid.get("encoders"), "encoders") or ["minilm"]):  # named with the file
+        check_encoder(encoder, f"grid file {path}")
     specs = []
     for task, encoder, (defense, args, own_server), server, attack, seed in cells:
         try:
@@ -96,10 +100,6 @@ def load_grid(path: str | Path) -> list[RunSpec]:
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise BenchError(f"grid file {path} has invalid settings ({exc}).") from exc
-    from bench.models.loading import check_encoder
-
-    for encoder in dict.fromkeys(spec.encoder for spec in specs):  # before the first cell runs
-        check_encoder(encoder, f"grid file {path}")
     return specs
 
 
@@ -133,25 +133,47 @@ def run_grid(
 ) -> tuple[int, int]:
     """Run every cell without a stored record, appending each as it finishes.
 
-    Returns (cells run, cells skipped). An interrupted grid resumes where it stopped. The store is read
-    again before each cell, so processes sharing it (``--shard``, or a second run of the same grid)
-    skip what another one finished meanwhile.
+    Returns (cells run, cells skipped). An interrupted grid resumes where it stopped. Processes sharing a
+    store (``--shard``, or two copies of the same grid) never run a cell twice: a cell is claimed
+    (``ResultStore.claim``) and the store read again before it runs. A cell another process holds is put
+    off (status "claimed") and, after every other cell, waited for: skipped if that process recorded it,
+    run here if it died first.
     """
     store.check_writable()  # before the first cell, so no finished cell is lost to an unwritable folder
     done = store.completed()
-    ran = skipped = 0
+    counts = {"done": 0, "skipped": 0}
+    deferred = []
     for spec in specs:
-        if cell_key(spec) not in done:
-            done |= store.completed()
-        if cell_key(spec) in done:
-            skipped += 1
-            if on_cell:
-                on_cell(spec, "skipped")
-            continue
+        status = _claim_and_run(spec, store, done, wait=False)
+        if status == "claimed":
+            deferred.append(spec)
+        else:
+            counts[status] += 1
+        if on_cell:
+            on_cell(spec, status)
+    for spec in deferred:  # held by another process on the first pass: wait for it, then look again
+        status = _claim_and_run(spec, store, done, wait=True)
+        counts[status] += 1
+        if on_cell:
+            on_cell(spec, status)
+    return counts["done"], counts["skipped"]
+
+
+def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool) -> str:
+    """Run one cell unless it is recorded ("skipped") or another process holds it ("claimed"); "done" after."""
+    key = cell_key(spec)
+    if key not in done:
+        done |= store.completed()
+    if key in done:
+        return "skipped"
+    with store.claim(key, wait=wait) as held:
+        if not held:
+            return "claimed"
+        done |= store.completed()  # the previous holder may have finished it
+        if key in done:
+            return "skipped"
         record = run_cell(spec)
         store.append(record)
-        done.add(cell_key(spec))
-        ran += 1
-        if on_cell:
-            on_cell(spec, "done")
-    return ran, skipped
+        store.finish_claim(key)
+    done.add(key)
+    return "done"

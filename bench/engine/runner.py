@@ -71,8 +71,9 @@ def make_spec(
     """Validate names and values and resolve every default; raises ``BenchError`` on bad input.
 
     Everything a cell needs is checked here, before anything runs: the components exist and declare
-    their metrics and release kinds, the defense has a client part the task's server trains from,
-    the attack accepts what the defense releases, and the server options apply to the release.
+    their metrics and release kinds, the names their parameters hold resolve (their ``check()``: models,
+    files, tasks), the defense has a client part the task's server trains from, the attack accepts what
+    the defense releases, and the server options apply to the release.
     """
     from bench.engine.server_options import ServerOptions
     from bench.models.encoders import POOLINGS, resolve_device
@@ -80,7 +81,9 @@ def make_spec(
 
     task_cls = TASKS.get(task)
     defense_cls = DEFENSES.get(defense)
-    resolved_defense = component_args(build_component(defense_cls, defense_args))
+    defense_obj = build_component(defense_cls, defense_args)
+    defense_obj.check()  # names its parameters hold (files, tasks, models) resolve before anything runs
+    resolved_defense = component_args(defense_obj)
     resolved_attack: dict[str, Any] = {}
     wanted = None
     if attack is None and (parse_arg_string(attack_args) if isinstance(attack_args, str) else attack_args):
@@ -89,7 +92,9 @@ def make_spec(
     if attack is not None:
         attack_cls = ATTACKS.get(attack)
         wanted = compatible_kind(defense_cls, attack_cls)
-        resolved_attack = component_args(build_component(attack_cls, attack_args))
+        attack_obj = build_component(attack_cls, attack_args)
+        attack_obj.check()  # e.g. rss sbert=, mask-inference mlm=: resolved without loading weights
+        resolved_attack = component_args(attack_obj)
     protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
     check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
     given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
@@ -111,6 +116,9 @@ def make_spec(
         raise BenchError(f"pooling must be one of {', '.join(POOLINGS)}, got '{pooling}'.")
     if max_length < 8:
         raise BenchError(f"max_length must be at least 8 tokens, got {max_length}.")
+    from bench.models.loading import check_encoder
+
+    check_encoder(encoder)  # its configuration resolves (no weights load; a hub id fails fast without the hub)
     return RunSpec(
         task=task,
         defense=defense,

