@@ -13,6 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dashboard.markdown import code, literal
+
 REQUIRED = ("table", "title", "rows", "claims", "summary")
 
 
@@ -78,14 +80,14 @@ def render_reproduction(root: Path) -> None:
     report = reports[index]
     summary = report["summary"]
     counts = ", ".join(f"{n} {verdict}" for verdict, n in summary.get("claims", {}).items())
-    st.caption(f"{report.get('paper', '')} · {summary['rows_with_records']} of {summary['rows']} cells have "
-               f"records · claims: {counts} · `{report.get('command', '')}`")
+    st.caption(f"{literal(report.get('paper', ''))} · {summary['rows_with_records']} of {summary['rows']} cells "
+               f"have records · claims: {literal(counts)} · {code(report.get('command', ''))}")
     for side, key in (("paper", "paper_setting"), ("ours", "our_setting")):
         setting = report.get(key) or {}
         if setting:
-            st.markdown(f"**{side}**: " + " · ".join(f"{k} {v}" for k, v in setting.items()))
+            st.markdown(f"**{side}**: " + " · ".join(f"{literal(k)} {literal(v)}" for k, v in setting.items()))
     for deviation in report.get("deviations", []):
-        st.caption(f"deviation: {deviation}")
+        st.caption(f"deviation: {literal(deviation)}")
     st.subheader("Claims")
     st.dataframe(claims_frame(report), hide_index=True, width="stretch")
     st.subheader("Paper vs ours")
