@@ -112,7 +112,7 @@ class ChartParserServer(Server):
     config: Any  # bench.models.training.TrainingConfig (epochs, lr, batch_size = sentences a batch, dropout)
     seed: int
     lstm: int = 128  # hidden size of each direction of the span BiLSTM
-    hidden: int = 256  # width of the span-label MLP's hidden layer
+    hidden: int = 128  # width of the span-label MLP's hidden layer
     encoder: Any = None
     labels: tuple[str, ...] = field(default=(), init=False)
     model: Any = field(default=None, init=False)
