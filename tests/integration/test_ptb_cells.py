@@ -1,7 +1,9 @@
 """PTB parsing cell on the real encoder: the chart parser trained on released training text beats right branching.
 
 A small slice (300 training and 100 evaluation sentences, the task's training defaults), defense none. The
-right-branching baseline is scored by the same evalb on the same evaluation sample.
+right-branching baseline is scored by the same evalb on the same evaluation sample. Measured (2026-11, seed 0,
+one torch thread, 56 s on 2 shared CPU cores): parser lf 0.444 (lp 0.735, lr 0.318), uf 0.473; right branching
+uf 0.333 (lf 0.084 with every bracket labelled S).
 """
 
 from __future__ import annotations
@@ -43,6 +45,6 @@ def test_undefended_parser_beats_right_branching_on_the_original_evaluation_text
     data = PTB().load(SIZES["n_train"], SIZES["n_eval"], 0)  # the cell's evaluation sample (seed 0)
     baseline = evalb([Tree.fromstring(label) for label in data.eval.labels],
                      [right_branching(len(text.split(" "))) for text in data.eval.texts])
-    assert metrics["utility/uf"] > baseline["uf"] + 0.05  # measured: see the module docstring
+    assert metrics["utility/uf"] > baseline["uf"] + 0.05  # measured 0.473 against 0.333
     assert metrics["utility/lf"] > baseline["uf"]
     assert metrics["utility/uf"] >= metrics["utility/lf"]  # a labelled hit is an unlabelled hit

@@ -235,6 +235,17 @@ def encoder_like():
     return Shim()
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread: the toy model's tiny steps thrash with two on shared cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # -- decoding ------------------------------------------------------------------------------------
 
 
@@ -253,3 +264,36 @@ def test_phrases_give_tree_positions_in_preorder():
     assert [(s, e, label) for s, e, label, _ in phrases(tree(IT))] == [
         (0, 3, "S"), (0, 1, "NP"), (0, 1, "NP"), (1, 3, "VP"), (2, 3, "ADJP")]
     assert [p for *_, p in phrases(tree(IT))] == [(), (0,), (0, 0), (1,), (1, 1)]
+
+
+def test_chart_parser_server_learns_a_toy_grammar(one_thread):
+    """Token 1 starts a two-token NP, and every sentence is an S: the server learns both from 40 sentences."""
+    from bench.models.chart import ChartParserServer
+    from bench.models.training import TrainingConfig
+
+    table = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
+
+    class Encoder:
+        dim = 16
+
+        def token_states(self, items):
+            return [table[np.asarray(item, dtype=np.int64)] for item in items]
+
+    rng = np.random.default_rng(1)
+    released, labels = [], []
+    for _ in range(40):
+        ids = rng.integers(2, 5, size=int(rng.integers(4, 9)))
+        start = int(rng.integers(0, len(ids) - 1))
+        ids[start] = 1
+        released.append(ids)
+        labels.append([(0, len(ids), "S"), (start, start + 2, "NP")])
+    server = ChartParserServer(TrainingConfig(epochs=100, batch_size=8, lr=1e-2, dropout=0.0), seed=0, lstm=16,
+                               hidden=16)
+    server.encoder = Encoder()
+    server.fit_tokens(released, labels)
+    assert server.labels == ("<none>", "NP", "S")
+    predicted = server.predict_tokens(released[:10] + [np.zeros(0, dtype=np.int64)])
+    assert predicted[-1] == []  # a sentence with no released piece has no parse
+    hits = sum(set(gold) <= set(p) for gold, p in zip(labels[:10], predicted))
+    assert hits >= 8
+    assert all((0, len(ids), "S") in p for ids, p in zip(released[:10], predicted))
