@@ -220,6 +220,33 @@ def test_gold_through_the_released_pieces_and_back_scores_one(encoder_like):
     assert scores["lf"] > 0.995 and scores["uf"] > 0.995  # only words without a released piece can differ
 
 
+@needs_data
+def test_rewritten_training_examples_align_like_original_ones(encoder_like):
+    """What a span defense does on real trees: every NP (inner ones win), generated words or another example's
+    phrase in its place; the relabelled tree matches the rewritten text and its spans reach the released pieces."""
+    from bench.core.spans import non_overlapping
+
+    task = PTB()
+    data = task.load(40, 2, 0)
+    texts, labels = [], []
+    for index, (text, label) in enumerate(zip(data.train.texts, data.train.labels)):
+        spans = non_overlapping([s for s in task.sensitive_spans(data, "train", index) if s.kind == "NP"])
+        donor = task.sensitive_spans(data, "train", (index + 1) % 40)
+        donor = next(s for s in donor if s.kind == "NP")
+        fragment = task.span_fragment(data.train.labels[(index + 1) % 40], "", donor)
+        words = tuple(text_of(tree(fragment)).split(" "))
+        edits = [Edit(s, words, fragment) if k % 2 else Edit(s, ("new",) * (s.end - s.start)) for k, s in
+                 enumerate(spans)]
+        new_text, _ = apply_edits(text, edits)
+        new_label = task.rewrite_label(label, text, edits)
+        assert text_of(tree(new_label)) == new_text
+        texts.append(new_text)
+        labels.append(new_label)
+    spans = task.token_labels(texts, np.array(labels, dtype=object), encoder_like)
+    back = task.task_predictions(list(spans), texts, encoder_like)
+    assert task.score(back, np.array(labels, dtype=object))["lf"] > 0.99
+
+
 @pytest.fixture(scope="module")
 def encoder_like():
     """minilm's (fast) WordPiece tokenizer with the encoder's token_ids, without loading the model."""
