@@ -17,6 +17,7 @@ chain's joint label such as ``S+VP``); the label set is the training labels'.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -93,6 +94,20 @@ def _model(dim: int, num_labels: int, lstm: int, hidden: int, dropout: float):
     return SpanScorer()
 
 
+@contextmanager
+def _torch_threads(threads: int):
+    """torch's intra-op threads set to ``threads`` while the block runs (0: unchanged)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def span_pairs(m: int):
     """Index tensors (i, j) of every span 0 <= i < j <= m, in row order."""
     import torch
@@ -113,6 +128,9 @@ class ChartParserServer(Server):
     seed: int
     lstm: int = 128  # hidden size of each direction of the span BiLSTM
     hidden: int = 128  # width of the span-label MLP's hidden layer
+    # torch threads while the span scorer trains and predicts: its steps are small, and with two threads on 2
+    # shared cores the default ptb cell had not finished after 17 minutes (6 with one); 0 leaves torch's setting
+    threads: int = 1
     encoder: Any = None
     labels: tuple[str, ...] = field(default=(), init=False)
     model: Any = field(default=None, init=False)
@@ -166,7 +184,7 @@ class ChartParserServer(Server):
         steps = max(1, self.config.epochs * len(batches))
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + np.cos(np.pi * step / steps)))
         order_rng = np.random.default_rng(derive_seed(self.seed, "chart-order"))
-        with torch.random.fork_rng():
+        with torch.random.fork_rng(), _torch_threads(self.threads):
             torch.manual_seed(derive_seed(self.seed, "chart-dropout"))
             model.train()
             for _ in range(self.config.epochs):
@@ -192,7 +210,7 @@ class ChartParserServer(Server):
         states = self._states(released)
         out: list[list[LabelledSpan]] = [[] for _ in states]
         order = sorted((k for k, s in enumerate(states) if len(s)), key=lambda k: len(states[k]))
-        with torch.inference_mode():
+        with torch.inference_mode(), _torch_threads(self.threads):
             for s in range(0, len(order), 32):
                 chunk = order[s : s + 32]
                 x, lengths, m = self._batch([states[k] for k in chunk])
