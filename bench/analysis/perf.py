@@ -124,7 +124,8 @@ def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repe
 def mechanism_classes() -> dict[str, type]:
     """Every registered defense that is a privacy mechanism bench perf can time, by name.
 
-    Token level: subclasses of ``TokenDefense``. Sentence level: subclasses of
+    Token level: subclasses of ``TokenDefense`` but not of ``SpanDefense`` (a span defense's cost is its rewrite,
+    which ``bench perf --ndd`` measures). Sentence level: subclasses of
     ``RepresentationDefense`` that override a hide method (the identity ``none`` is left out).
     """
     from bench.core.registry import DEFENSES
@@ -133,8 +134,10 @@ def mechanism_classes() -> dict[str, type]:
 
 
 def _level(cls: type) -> str | None:
-    from bench.core.components import RepresentationDefense, TokenDefense
+    from bench.core.components import RepresentationDefense, SpanDefense, TokenDefense
 
+    if issubclass(cls, SpanDefense):  # rewrites declared spans, then releases tokens as they are (perf --ndd)
+        return None
     if issubclass(cls, TokenDefense) and not issubclass(cls, RepresentationDefense):
         return "token"
     if issubclass(cls, RepresentationDefense):

@@ -4,7 +4,7 @@ import json
 
 from typer.testing import CliRunner
 
-from bench import DEFENSES, RepresentationDefense, TokenDefense
+from bench import DEFENSES, RepresentationDefense, SpanDefense, TokenDefense
 from bench.cli.main import app
 
 
@@ -26,7 +26,7 @@ def test_perf_times_every_token_mechanism_on_the_fixed_batch(tmp_path, monkeypat
     assert settings["vocabulary"] == len(regular_token_ids(encoder.tokenizer.get_vocab()))
     rows = {m["defense"]: m for m in data["mechanisms"]}
     token_level = {n for n in DEFENSES.names() if issubclass(DEFENSES.get(n), TokenDefense)
-                   and not issubclass(DEFENSES.get(n), RepresentationDefense)}
+                   and not issubclass(DEFENSES.get(n), (RepresentationDefense, SpanDefense))}
     assert token_level <= set(rows) and "dchi-sequence" in rows
     for name in token_level:
         assert rows[name]["items"] == tokens and rows[name]["ratio"] > 0, rows[name]
