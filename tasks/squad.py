@@ -24,10 +24,11 @@ string (max over gold answers, mean over questions), with the official v1.1 norm
 punctuation and the articles a/an/the removed, whitespace collapsed). Scores are fractions (0-1), not the
 paper's percentages.
 
-Token alignment: the client releases the regular WordPiece ids of each segment (special tokens dropped, each
-segment cut to ``max_length - 2``); ``token_labels`` gives each example the (first, last) released context piece
-of its answer (-1, -1 without one). The server (``bench.models.reader.ReaderServer``) predicts a piece span of the
-context; ``task_predictions`` maps it back to the words its pieces belong to.
+Token alignment (``bench.data.alignment``): the client releases the regular WordPiece ids of each segment, and
+[MASK] where a span defense wrote it (other special tokens dropped, each segment cut to ``max_length - 2``);
+``token_labels`` gives each example the (first, last) released context piece of its answer (-1, -1 without one).
+The server (``bench.models.reader.ReaderServer``) predicts a piece span of the context; ``task_predictions``
+maps it back to the words its pieces belong to.
 
 Setting (Li et al., "semantics-preserved distortion", §5 and Table 3): the server trains on the released
 (distorted) training text and is scored on the ORIGINAL evaluation text (``evaluate_on = "original"``).
@@ -56,6 +57,7 @@ import numpy as np
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span, apply_edits
+from bench.data.alignment import word_of_pieces
 from bench.data.examples import data_dir, sample_indices
 
 FILE = "dev-v1.1.json.zip"
@@ -216,31 +218,6 @@ def windowed(questions: Sequence[Question], training: bool) -> tuple[Examples, f
 # -- alignment with the released WordPieces -----------------------------------------------------------
 
 
-@lru_cache(maxsize=4)
-def _regular_ids(tokenizer) -> np.ndarray:
-    from bench.privacy.mechanisms import regular_token_ids
-
-    return regular_token_ids(tokenizer.get_vocab())
-
-
-def piece_words(texts: Sequence[str], tokenizer, max_length: int) -> list[np.ndarray]:
-    """For each space-joined segment, the word index of each regular WordPiece a client releases for it (the
-    segment tokenized alone, cut to ``max_length - 2`` pieces, as ``Encoder.token_ids`` does)."""
-    if not getattr(tokenizer, "is_fast", False):
-        raise BenchError("aligning answer words with WordPieces needs a fast tokenizer (character offsets).")
-    regular = _regular_ids(tokenizer)
-    encoded = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_length - 2,
-                        return_offsets_mapping=True)
-    out = []
-    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
-        words = text.split(" ")
-        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
-        keep = np.isin(np.asarray(ids, dtype=np.int64), regular)
-        begins = np.array([b for b, _ in offsets], dtype=np.int64)[keep]
-        out.append(np.searchsorted(starts, begins, side="right").astype(np.int64) - 1)
-    return out
-
-
 def first_span(label: dict) -> tuple[int, int] | None:
     """The first gold answer span inside the window, or None."""
     return next((tuple(s) for s in label["spans"] if s is not None), None)
@@ -355,7 +332,7 @@ class SQuAD(Task):
     def token_labels(self, texts, labels, encoder):
         """The (first, last) released context piece of each example's first gold answer in its window; (-1, -1)
         when the window holds none or the answer's pieces were cut."""
-        aligned = piece_words([t[1] for t in texts], encoder.tokenizer, encoder.max_length)
+        aligned = word_of_pieces([t[1] for t in texts], encoder.tokenizer, encoder.max_length)
         out = np.full((len(texts), 2), -1, dtype=np.int64)
         for row, (word_of, label) in enumerate(zip(aligned, labels)):
             span = first_span(label)
@@ -368,7 +345,7 @@ class SQuAD(Task):
 
     def task_predictions(self, predictions, texts, encoder):
         """Predicted piece spans back to the words their pieces belong to, as answer strings."""
-        aligned = piece_words([t[1] for t in texts], encoder.tokenizer, encoder.max_length)
+        aligned = word_of_pieces([t[1] for t in texts], encoder.tokenizer, encoder.max_length)
         out = []
         for (start, end), word_of, text in zip(predictions, aligned, texts):
             if start < 0 or end >= len(word_of):
