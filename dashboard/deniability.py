@@ -7,7 +7,6 @@ standard library: no bench import, no torch.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.markdown import code, literal
+from dashboard.reports import load_json_reports
 
 REQUIRED = ("encoder", "mechanism", "trials", "tokens", "etas", "per_eta", "selections", "thresholds")
 QUANTILES = {"q05": 0.05, "q25": 0.25, "median": 0.5, "q75": 0.75, "q95": 0.95}
@@ -24,20 +24,7 @@ QUANTILES = {"q05": 0.05, "q25": 0.25, "median": 0.5, "q75": 0.75, "q95": 0.95}
 
 def load_reports(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every readable deniability report under ``root/analysis``, and one sentence per unreadable file."""
-    folder = Path(root) / "analysis"
-    reports, problems = [], []
-    for path in sorted(folder.glob("deniability-*.json")) if folder.is_dir() else []:
-        try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            problems.append(f"{path}: skipped, not readable JSON ({exc.__class__.__name__}).")
-            continue
-        missing = [key for key in REQUIRED if key not in report] if isinstance(report, dict) else list(REQUIRED)
-        if missing:
-            problems.append(f"{path}: skipped, missing {', '.join(missing)}.")
-            continue
-        reports.append({**report, "path": str(path)})
-    return reports, problems
+    return load_json_reports(Path(root) / "analysis", "deniability-*.json", REQUIRED)
 
 
 def quantile_frame(report: dict[str, Any]) -> pd.DataFrame:

@@ -6,7 +6,6 @@ no bench import, no torch.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,26 +13,14 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.markdown import code, literal
+from dashboard.reports import load_json_reports
 
 REQUIRED = ("table", "title", "rows", "claims", "summary")
 
 
 def load_reports(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every readable reproduction report under ``root/reproduction``, and one sentence per unreadable file."""
-    folder = Path(root) / "reproduction"
-    reports, problems = [], []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            problems.append(f"{path}: skipped, not readable JSON ({exc.__class__.__name__}).")
-            continue
-        missing = [key for key in REQUIRED if key not in report] if isinstance(report, dict) else list(REQUIRED)
-        if missing:
-            problems.append(f"{path}: skipped, missing {', '.join(missing)}.")
-            continue
-        reports.append({**report, "path": str(path)})
-    return reports, problems
+    return load_json_reports(Path(root) / "reproduction", "*.json", REQUIRED)
 
 
 def rows_frame(report: dict[str, Any], recorded_only: bool = False) -> pd.DataFrame:
