@@ -152,7 +152,7 @@ def _contains(sequence: np.ndarray, part: tuple[int, ...]) -> bool:
 
 def _beam_fill(mlm, rows: list[np.ndarray], ranges: list[tuple[int, int]], k: int) -> list[list[tuple[int, ...]]]:
     """The k best left-to-right fillings (by summed log-probability) of each masked range, all rows together."""
-    from bench.privacy.ndd import masked_log_probs
+    from bench.privacy.ndd import masked_log_probs, prefilled_rows
 
     tokenizer = mlm.tokenizer
     vocab = int(mlm.model.config.vocab_size)
@@ -172,12 +172,8 @@ def _beam_fill(mlm, rows: list[np.ndarray], ranges: list[tuple[int, int]], k: in
         out = {j: [] for j in active}
         for lo in range(0, len(items), BEAM_ROWS):
             chunk = items[lo:lo + BEAM_ROWS]
-            width = max(len(frames[j]) for j, _ in chunk)
-            batch = np.full((len(chunk), width), -1, dtype=np.int64)
-            for r, (j, b) in enumerate(chunk):
-                batch[r, :len(frames[j])] = frames[j]
-                start = ranges[j][0] + 1
-                batch[r, start:start + step] = beams[j][b]
+            batch = prefilled_rows([frames[j] for j, _ in chunk], [ranges[j][0] + 1 for j, _ in chunk],
+                                   [beams[j][b] for j, b in chunk])
             where = np.array([ranges[j][0] + 1 + step for j, _ in chunk])
             log_probs = masked_log_probs(mlm, batch, where).numpy()
             log_probs[:, banned] = -np.inf

@@ -172,6 +172,8 @@ def _substitutes(pool: list, own: tuple[str, ...], k: int, rng: np.random.Genera
 
 def _generate(mlm, texts, jobs, pieces, k: int, rng: np.random.Generator) -> list:
     """k sampled fillings per job (example, span), as (words, None); all jobs sampled together, step by step."""
+    from bench.privacy.ndd import prefilled_rows
+
     tokenizer = mlm.tokenizer
     frames, starts, lengths = [], [], []
     for i, span in jobs:
@@ -194,11 +196,8 @@ def _generate(mlm, texts, jobs, pieces, k: int, rng: np.random.Generator) -> lis
         mask = allowed & ~continuation if step == 0 else allowed
         for lo in range(0, len(rows), SAMPLE_ROWS):
             chunk = rows[lo:lo + SAMPLE_ROWS]
-            width = max(len(frames[j]) for j, _ in chunk)
-            batch = np.full((len(chunk), width), -1, dtype=np.int64)
-            for r, (j, c) in enumerate(chunk):
-                batch[r, :len(frames[j])] = frames[j]
-                batch[r, starts[j]:starts[j] + step] = filled[j][c, :step]
+            batch = prefilled_rows([frames[j] for j, _ in chunk], [starts[j] for j, _ in chunk],
+                                   [filled[j][c, :step] for j, c in chunk])
             where = np.array([starts[j] + step for j, _ in chunk])
             drawn = _sample(_log_probs(mlm, batch, where), mask, rng)
             for (j, c), token in zip(chunk, drawn):
@@ -218,6 +217,7 @@ def _generate(mlm, texts, jobs, pieces, k: int, rng: np.random.Generator) -> lis
 
 
 def _log_probs(mlm, rows, where):
+    """float64 log-probabilities at ``where`` of each row, as numpy."""
     from bench.privacy.ndd import masked_log_probs
 
     return masked_log_probs(mlm, rows, where).numpy()

@@ -278,3 +278,13 @@ def masked_log_probs(mlm, rows: np.ndarray, where: np.ndarray):
 
     with torch.inference_mode():
         return _log_probs_at(mlm, rows, where)
+
+
+def prefilled_rows(frames: list[np.ndarray], starts: list[int], prefixes: list[np.ndarray]) -> np.ndarray:
+    """Frames padded with -1 to one width (``masked_log_probs``'s input), each with ``prefixes[r]`` written from
+    column ``starts[r]`` over its masked slot: the rows of one left-to-right filling step."""
+    batch = np.full((len(frames), max(len(f) for f in frames)), -1, dtype=np.int64)
+    for r, (frame, start, prefix) in enumerate(zip(frames, starts, prefixes)):
+        batch[r, :len(frame)] = frame
+        batch[r, start:start + len(prefix)] = prefix
+    return batch
