@@ -591,16 +591,18 @@ def mlm_prepare(
     freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", help="Keep the input embedding table "
                                            "(= the tied decoder weight) fixed."),
     task: str = typer.Option("", "--task", help="The task the MLM will serve: its text is left out of the corpus "
-                             "(span defenses and span-recovery load the MLM of their cell's task)."),
+                             "when it is in it (span defenses and span-recovery load the MLM of their cell's task)."),
     curve: bool = typer.Option(False, "--curve", help="Also measure the held-out top-1 at 2, 5, 10 and 20 minutes "
                                "of the same run and write results/analysis/mlm-curve-<encoder>.json."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Train (or find cached) the offline MLM; print its directory and held-out top-1."""
-    from bench.models.offline_mlm import CURVE_MINUTES, info, prepare, write_curve
+    from dataclasses import replace
 
-    recipe = MLMRecipe(budget_minutes=budget_minutes, steps=steps, lr=lr, batch_size=batch_size,
-                       train_embeddings=not freeze_embeddings, exclude_task=task)
+    from bench.models.offline_mlm import CURVE_MINUTES, info, prepare, recipe_for, write_curve
+
+    recipe = replace(recipe_for(task), budget_minutes=budget_minutes, steps=steps, lr=lr, batch_size=batch_size,
+                     train_embeddings=not freeze_embeddings)
     path = prepare(recipe, checkpoints=CURVE_MINUTES if curve else ())
     details = info(path)
     out.print(f"{path}: {details['head']} ({details['seconds']:.0f} s, {details['sequences_per_s']} sequences/s)",

@@ -113,7 +113,7 @@ def _describe(source: str) -> str:
             "agnews": "AG News dev texts"}[source]
 
 
-def _source_of_task(task: str | None) -> str | None:
+def source_of_task(task: str | None) -> str | None:
     """The offline source that is task ``task``'s evaluation data, if any."""
     if not task:
         return None
@@ -177,7 +177,7 @@ def public_corpus(name: str = "auto", exclude_task: str | None = None, n: int | 
         raise BenchError(f"a public corpus needs n >= 1 sentences (or all), got {n}.")
     check_corpus_name(name)
     sources = list(AUTO) if name == "auto" else [name]
-    excluded = [s for s in sources if s == _source_of_task(exclude_task)]
+    excluded = [s for s in sources if s == source_of_task(exclude_task)]
     sources = [s for s in sources if s not in excluded]
     if not sources:
         raise BenchError(f"public corpus '{name}' is the evaluation data of task '{exclude_task}'; choose another "
@@ -209,7 +209,7 @@ def public_corpus(name: str = "auto", exclude_task: str | None = None, n: int | 
 def held_out(exclude_task: str | None = None, n: int = HELD_OUT) -> tuple[list[str], str, str]:
     """The fixed held-out slice of public text (first ``n`` of it): SQuAD's, or CoNLL-03's when the task
     being measured is SQuAD. No ``public_corpus`` call returns these sentences."""
-    source = "conll2003" if _source_of_task(exclude_task) == "squad" else "squad"
+    source = "conll2003" if source_of_task(exclude_task) == "squad" else "squad"
     indices = _held_out_indices(source)
     if not 1 <= n <= len(indices):
         raise BenchError(f"the held-out public text of {source} has {len(indices)} sentences; asked for {n}.")

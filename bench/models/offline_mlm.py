@@ -86,6 +86,14 @@ class TrainingLog:
     checkpoints: list[Checkpoint] = field(default_factory=list)
 
 
+def recipe_for(task: str | None) -> MLMRecipe:
+    """The default recipe of the MLM used on ``task``: its text left out when it is a source of the public corpus
+    (a task whose text is not in the corpus, e.g. ``ptb``, shares the MLM trained on the whole corpus)."""
+    from bench.data.public_corpus import source_of_task
+
+    return MLMRecipe(exclude_task=task if source_of_task(task) else "")
+
+
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     """The cache key of a trained MLM (16 hex digits): encoder and revision, corpus, recipe, version."""
     from bench.models.encoders import _locate

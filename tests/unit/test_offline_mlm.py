@@ -128,3 +128,11 @@ def test_atomic_directory_renames_into_place_keeps_a_first_copy_and_cleans_up(tm
     with pytest.raises(RuntimeError), atomic_directory(tmp_path / "broken") as folder:
         raise RuntimeError("interrupted")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_a_task_outside_the_corpus_shares_the_whole_corpus_mlm():
+    from bench.models.offline_mlm import MLMRecipe, recipe_for
+
+    assert recipe_for("conll2003").exclude_task == "conll2003"
+    assert recipe_for("squad").exclude_task == "squad"
+    assert recipe_for("ptb") == recipe_for(None) == MLMRecipe()  # no PTB text in the corpus: one MLM, one key
