@@ -510,3 +510,27 @@ def missing_cells(root: Path, table: str, records: list[ResultRecord]) -> list[d
                     seen.add(key)
                     cells.append({**kwargs, "seed": seed})
     return cells
+
+
+def markdown(report: dict[str, Any], recorded: bool = True) -> str:
+    """The report as Markdown (for the README and docs): one table of rows (paper, ours, difference), then the
+    claims with their verdicts on our records and on the paper's numbers."""
+    def number(value: float | None, std: float | None = None, n: int | None = None) -> str:
+        if value is None:
+            return "–"
+        return f"{value:.3f}" + (f" ± {std:.3f}" if std is not None else "") + (f" (n={n})" if n else "")
+
+    lines = [f"**{report['title']}** (`{report['command']}`)", "",
+             "| row | metric | paper | ours | ours − paper |", "|---|---|---:|---:|---:|"]
+    for row in report["rows"]:
+        ours = row["ours"]
+        if recorded and ours["mean"] is None:
+            continue
+        difference = "" if row["difference"] is None else f"{row['difference']:+.3f}"
+        lines.append(f"| {row['id']} | {row['metric'].rsplit('/', 1)[-1]} | "
+                     f"{number(row['paper']['value'], row['paper']['std'])} | "
+                     f"{number(ours['mean'], ours['std'], ours['n']) if ours['mean'] is not None else 'no records'} | "
+                     f"{difference} |")
+    lines += ["", "| claim | ours | paper |", "|---|---|---|"]
+    lines += [f"| {claim['id']} | {claim['verdict']} | {claim['paper_verdict']} |" for claim in report["claims"]]
+    return "\n".join(lines) + "\n"

@@ -407,6 +407,8 @@ def reproduce(
     run_missing: bool = typer.Option(False, "--run", help="First run the table's cells without records, at the "
                                      "offline defaults of its mapping (slow); without it nothing runs."),
     recorded: bool = typer.Option(False, "--recorded", help="Print only the rows we have records for."),
+    as_markdown: bool = typer.Option(False, "--markdown", help="Print the rows we have records for and the claims "
+                                     "as Markdown tables (for the README and docs)."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """A paper's table beside our records (mean ± std over seeds, n), with a verdict on each of its claims;
@@ -430,6 +432,9 @@ def reproduce(
         records, _ = store.read()
     report = rep.reproduce(store.root, table, records)
     path = rep.write_report(store.root, report)
+    if as_markdown:
+        print(rep.markdown(report), end="")
+        return
     _print_reproduction(console, report, recorded)
     out.print(f"wrote {path}", highlight=False)
 

@@ -91,6 +91,17 @@ def test_rows_pair_the_paper_with_our_mean_std_and_n(tmp_path):
     assert report["summary"] == {"rows": 5, "rows_with_records": 3, "claims": {"holds": 1, "fails": 1, "no records": 1}}
 
 
+def test_markdown_lists_recorded_rows_and_every_claim(tmp_path):
+    store = toy_results(tmp_path)
+    records, _ = store.read()
+    report = rep.reproduce(tmp_path, "toy", records)
+    text = rep.markdown(report)
+    assert "| base | accuracy | 0.800 ± 0.010 | 0.805 ± 0.007 (n=2) | +0.005 |" in text
+    assert "| other |" not in text  # no records: left out of the recorded view
+    assert "| other |" in rep.markdown(report, recorded=False)
+    assert sum(line.startswith("| ") and line.count("|") == 4 for line in text.splitlines()) == len(report["claims"]) + 1
+
+
 def test_claims_hold_fail_or_have_no_records_on_ours_and_on_the_paper(tmp_path):
     store = toy_results(tmp_path)
     claims = {c["id"]: c for c in rep.reproduce(tmp_path, "toy", store.read()[0])["claims"]}
