@@ -24,7 +24,9 @@ sentence (the paper's single replacement: the other spans are unchanged in X and
 first candidate drawn (the paper's "w/o NDD"). A candidate whose words equal the original span's (a generated
 span can reproduce it, and would win with NDD = 0) is never kept; a span left with no candidate (no other
 phrase of its kind, or every sample equal to it) is masked, and the record counts it. The paper gives no μ;
-0.9 weighs the tokens next to the span most and still counts the whole sentence.
+0.9 weighs the tokens next to the span most and still counts the whole sentence. ``window`` (0 by default: the
+whole segment, as the paper's sentences) limits the metric to the words within ``window`` words of the span, the
+MLM seeing that stretch alone: a deviation for paragraph-long segments (SQuAD windows), stated in the record.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Edit, SpanDefense, register_defense
+from bench import Edit, SpanDefense, added_later, register_defense
 from bench.core.params import require
 
 MODES = ("generative", "substitutive")
@@ -59,6 +61,7 @@ class NDDDistortion(SpanDefense):
     kinds: str = "all"  # span kinds to rewrite, joined by "+" (e.g. PER+ORG, NP); all = every kind the task declares
     fraction: float = 1.0  # share of the chosen spans that is rewritten, drawn at random over the split
     tol: float = 0.0  # NDD positions of weight below tol are skipped (a lower bound; 0 = exact)
+    window: int = added_later(0)  # NDD only over words within this many of the span (0 = the whole segment)
     allow_untrained: bool = False  # accept an MLM whose head was never trained (plumbing tests only)
     stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     task: str = field(default="", init=False, repr=False, compare=False)  # the task of the last rewrite
@@ -70,6 +73,7 @@ class NDDDistortion(SpanDefense):
         require(0.0 < self.mu <= 1.0, f"ndd mu must lie in (0, 1], got {self.mu}.")
         require(0.0 < self.fraction <= 1.0, f"ndd fraction must lie in (0, 1], got {self.fraction}.")
         require(0.0 <= self.tol < 1.0, f"ndd tol must lie in [0, 1), got {self.tol}.")
+        require(self.window >= 0, f"ndd window must be >= 0 words (0 = the whole segment), got {self.window}.")
         from bench.models.mlm import check_mlm_name
 
         check_mlm_name(self.mlm, self.allow_untrained)
@@ -119,11 +123,14 @@ class NDDDistortion(SpanDefense):
         from bench.privacy.ndd import OriginalDistributions, ndd_scores
 
         ids, word_of = pieces.of(text, span.segment)
+        if self.window:
+            near = (word_of >= span.start - self.window) & (word_of < span.end + self.window)
+            ids, word_of = ids[near], word_of[near]
         inside = np.flatnonzero((word_of >= span.start) & (word_of < span.end))
         limit = int(getattr(mlm.model.config, "max_position_embeddings", 512)) - 2
         if len(inside) == 0 or len(ids) > limit:
             return None
-        key = (text, span.segment)
+        key = (text, span.segment, span.start if self.window else None)
         if key not in originals:
             originals.clear()  # one sentence at a time: jobs come in example order
             originals[key] = OriginalDistributions(mlm, ids)

@@ -128,6 +128,26 @@ def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm
     assert edits[0][0].words == drawn[int(np.argmin(scores))][0]
 
 
+def test_ndd_window_scores_the_span_within_its_neighbouring_words_only(patched_mlm):
+    from bench.privacy.ndd import ndd_scores
+    from defenses.ndd import NDDDistortion, _Pieces
+
+    words = "yesterday in the city hall of old brussels peter blackburn met the european commission again .".split()
+    span, window = Span(8, 10, "PER"), 3
+    options = [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]
+    pieces = _Pieces(patched_mlm.tokenizer)
+    windowed = NDDDistortion(mode="substitutive", window=window, mlm="minilm", allow_untrained=True)
+    got = windowed._scores(patched_mlm, pieces, " ".join(words), span, options, {})
+    near = words[span.start - window:span.end + window]  # the MLM sees these words alone
+    ids, word_of = pieces.of(" ".join(near), 0)
+    inside = np.flatnonzero((word_of >= window) & (word_of < window + 2))
+    expected = ndd_scores(patched_mlm, ids, (int(inside[0]), int(inside[-1]) + 1),
+                          [pieces.encode(w) for w, _ in options], 0.9)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    whole = NDDDistortion(mode="substitutive", mlm="minilm", allow_untrained=True)
+    assert not np.allclose(whole._scores(patched_mlm, pieces, " ".join(words), span, options, {}), got)
+
+
 def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_mlm):
     from defenses.ndd import NDDDistortion
 
@@ -147,7 +167,7 @@ def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_
     ({"k": 0}, "k must be in 1..64"), ({"mu": 0.0}, r"mu must lie in \(0, 1\]"), ({"mu": 1.5}, "mu must lie"),
     ({"mode": "copy"}, "mode must be one of"), ({"select": "best"}, "select must be one of"),
     ({"mlm": "mock"}, "is not a masked LM"), ({"mlm": "minilm"}, "untrained prediction head"),
-    ({"fraction": 0.0}, "fraction must lie"),
+    ({"fraction": 0.0}, "fraction must lie"), ({"window": -1}, "window must be >= 0"),
 ])
 def test_ndd_rejects_bad_parameters(args, message):
     from defenses.ndd import NDDDistortion
