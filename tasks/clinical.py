@@ -17,7 +17,9 @@ Tasks (corpus x name insertion, ``bench.data.clinical``):
   PATIENTS.csv, DIAGNOSES_ICD.csv), surrogate names as Lehman et al.
 
 Sizes: ``n_train`` sentences of pretraining notes (whole notes: about 10 sentences a synthetic patient), and
-``n_eval`` sentences of held-out patients. Sensitive spans: every rendered name, kind ``NAME``.
+``n_eval`` sentences of held-out patients. Sensitive spans: every rendered name, kind ``NAME``. A substitutive
+defense draws replacement names from public name lists (``substitution_pool``), never from the other patients:
+substituting one patient's name by another's would keep every real name in the corpus.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from bench.data.clinical import NAME, ClinicalCorpus
 
 SENTENCES_PER_PATIENT = 10  # about the length of a synthetic note: n_train sentences ~ n_train / 10 patients
 UTILITY_TASK = "ncbi-disease"
+SUBSTITUTES = 2000  # public full names a substitutive defense draws from (Task.substitution_pool)
 
 
 def _examples(corpus: ClinicalCorpus, insertion: str, patients: range) -> Examples:
@@ -105,6 +108,18 @@ class ClinicalNotes(Task):
         female, male, last = name_lists()
         conditions, counts = self.corpus.condition_vocabulary()
         return sorted(set(female) | set(male)), last, conditions, counts
+
+    def substitution_pool(self) -> dict[str, list]:
+        """Public full names for substitutive rewriting: ``SUBSTITUTES`` first-last pairs drawn (fixed seed) from
+        the public name lists, so a substituted name is a stranger's, never another patient's."""
+        from bench.core.seeding import numpy_generator
+        from bench.data.clinical import name_lists
+
+        female, male, last = name_lists()
+        first = sorted(set(female) | set(male))
+        rng = numpy_generator(0, "clinical-substitutes")
+        pairs = dict.fromkeys(zip(rng.choice(first, SUBSTITUTES).tolist(), rng.choice(last, SUBSTITUTES).tolist()))
+        return {NAME: [((f, la), None) for f, la in pairs]}
 
     def server(self, spec, training):
         """The BioNER token tagger (of ``ncbi-disease``), run on the released encoder."""

@@ -97,6 +97,12 @@ class Task:
 
         raise BenchError(f"task '{self.registry_name}' declares no sensitive spans, which span defenses rewrite.")
 
+    def substitution_pool(self) -> dict[str, list]:
+        """Public phrases by span kind, ``{kind: [(words, fragment), ...]}``, that a substitutive span defense draws
+        from instead of the client's own spans of that kind (e.g. names from public name lists, so that a patient's
+        name is never replaced by another patient's); default none: the client's own spans."""
+        return {}
+
     def span_fragment(self, label: Any, text: Text, span) -> Any:
         """The part of ``label`` that belongs to ``span`` (an entity's tags, a phrase's subtree): what a phrase
         substituted elsewhere carries with it (``Edit.fragment``); default None."""

@@ -152,3 +152,27 @@ def test_model_attacks_need_a_pretraining_task():
         make_spec(task="sst2", defense="none", attack="name-generation", encoder="mock")
     with pytest.raises(BenchError, match="pretraining tasks only"):
         make_spec(task="sst2", defense="none", encoder="mock", server_args="pretrain_steps=3")
+
+
+def test_substitution_draws_strangers_names_not_other_patients():
+    from bench.core.registry import TASKS
+    from bench.engine.spans import rewrite_split
+
+    task = TASKS.get("clinical-deid")()
+    data = task.load(40, 20, 0)
+    pool = task.substitution_pool()["NAME"]
+    assert len(pool) > 1000 and all(len(words) == 2 and fragment is None for words, fragment in pool)
+
+    class Substitute:
+        registry_name = "fake-substitution"
+
+        def selection(self):
+            return (), 1.0
+
+        def rewrite(self, batch, rng):
+            assert batch.pool["NAME"] == pool  # the public names replace the client's own
+            return [[Edit(s, batch.pool["NAME"][0][0]) for s in spans] for spans in batch.chosen]
+
+    done = rewrite_split(Substitute(), task, data, "train", np.random.default_rng(0))
+    assert done.rewritten > 0
+    assert not any(p.name in text for p in task.patients() for text in done.texts)
