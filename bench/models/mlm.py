@@ -78,9 +78,9 @@ def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0, task: str
     from bench.models.encoders import Encoder, _locate, quiet_loading
 
     if name == "minilm-mlm":  # the offline encoder's MLM with every layer trained here (cached; trained if missing)
-        from bench.models.offline_mlm import NAME, MLMRecipe, prepare
+        from bench.models.offline_mlm import NAME, prepare, recipe_for
 
-        trained = load_mlm(str(prepare(MLMRecipe(exclude_task=task or ""))), device, seed)
+        trained = load_mlm(str(prepare(recipe_for(task))), device, seed)
         trained.name = NAME
         return trained
     if name.startswith("mock") or name == "bilstm":
@@ -255,9 +255,9 @@ def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[s
 
     mlm = shared_mlm(name, task, device)
     if name == "minilm-mlm":
-        from bench.models.offline_mlm import MLMRecipe, info, prepare
+        from bench.models.offline_mlm import info, prepare, recipe_for
 
-        top1 = info(prepare(MLMRecipe(exclude_task=task or "")))["held_out_top1"]
+        top1 = info(prepare(recipe_for(task)))["held_out_top1"]
     else:
         texts, _, _ = held_out(task)
         top1 = round(masked_token_accuracy(mlm, texts), 4)

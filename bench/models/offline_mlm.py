@@ -86,6 +86,15 @@ class TrainingLog:
     checkpoints: list[Checkpoint] = field(default_factory=list)
 
 
+def recipe_for(task: str | None) -> MLMRecipe:
+    """The default recipe of the MLM that serves ``task``: its text left out of the corpus when the corpus holds
+    it; a task whose text the corpus does not hold (sst2, ptb, the clinical tasks) shares the MLM of no task
+    (the same corpus, so the same model) instead of training an identical one under another key."""
+    from bench.data.public_corpus import _source_of_task
+
+    return MLMRecipe(exclude_task=task if task and _source_of_task(task) else "")
+
+
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     """The cache key of a trained MLM (16 hex digits): encoder and revision, corpus, recipe, version."""
     from bench.models.encoders import _locate

@@ -176,3 +176,10 @@ def test_substitution_draws_strangers_names_not_other_patients():
     done = rewrite_split(Substitute(), task, data, "train", np.random.default_rng(0))
     assert done.rewritten > 0
     assert not any(p.name in text for p in task.patients() for text in done.texts)
+
+
+def test_tasks_whose_text_the_public_corpus_lacks_share_the_default_offline_mlm():
+    from bench.models.offline_mlm import MLMRecipe, recipe_for
+
+    assert recipe_for("clinical-spl") == recipe_for("sst2") == recipe_for(None) == MLMRecipe()
+    assert recipe_for("conll2003").exclude_task == "conll2003"  # its text is in the corpus: left out
