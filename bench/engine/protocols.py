@@ -81,7 +81,8 @@ class CellOutput:
 def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted: ReleaseKind | None) -> str:
     """The client protocol of a cell: the one that yields the attacked release kind, else the server's first."""
     offered = [p for p in server_protocols
-               if (p in ("tokens", "pretraining") and issubclass(defense_cls, TokenDefense))
+               if (p == "tokens" and issubclass(defense_cls, TokenDefense))
+               or (p == "pretraining" and rewrites_text(defense_cls))
                or (p == "representations" and issubclass(defense_cls, RepresentationDefense))]
     if not offered:
         raise BenchError(f"defense '{defense_cls.registry_name}' has no client part this task's server can train "
@@ -91,6 +92,19 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
             if wanted in PROTOCOL_KINDS[protocol]:
                 return protocol
     return offered[0]
+
+
+def rewrites_text(defense_cls: type) -> bool:
+    """Whether a defense's release is text a client can pretrain on: a span defense's rewrite, or the text as it
+    is (a token defense whose mechanism is the identity, ``none``); token-level perturbations are not."""
+    from bench.privacy.public import IdentityTokens
+
+    if issubclass(defense_cls, SpanDefense):
+        return True
+    try:
+        return issubclass(defense_cls, TokenDefense) and isinstance(defense_cls().token_mechanism(), IdentityTokens)
+    except BenchError:
+        return False
 
 
 PROTOCOL_KINDS = {

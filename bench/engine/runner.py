@@ -24,12 +24,10 @@ CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any confi
 def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None = None):
     """The first release kind the defense produces and the attack accepts, else a BenchError. For a task that
     pretrains on the client's data, a text defense's release is the pretrained model's weights."""
-    from bench.core.components import TokenDefense
-    from bench.core.releases import ReleaseKind
+    from bench.engine.protocols import rewrites_text
 
     pretraining = task_cls is not None and "pretraining" in task_cls.protocols
-    produced_kinds = (ReleaseKind.MODEL,) if pretraining and issubclass(defense_cls, TokenDefense) \
-        else defense_cls.releases
+    produced_kinds = (ReleaseKind.MODEL,) if pretraining and rewrites_text(defense_cls) else defense_cls.releases
     for kind in produced_kinds:
         if kind in attack_cls.accepts:
             return kind

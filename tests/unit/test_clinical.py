@@ -150,6 +150,10 @@ def test_model_attacks_need_a_pretraining_task():
 
     with pytest.raises(BenchError, match="cannot be paired"):
         make_spec(task="sst2", defense="none", attack="name-generation", encoder="mock")
+    with pytest.raises(BenchError, match="cannot be paired"):  # a token perturbation is no text to pretrain on
+        make_spec(task="clinical-spl", defense="santext", attack="name-generation")
+    with pytest.raises(BenchError, match="no client part"):
+        make_spec(task="clinical-spl", defense="texthide")
     with pytest.raises(BenchError, match="pretraining tasks only"):
         make_spec(task="sst2", defense="none", encoder="mock", server_args="pretrain_steps=3")
 
