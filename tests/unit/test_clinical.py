@@ -187,3 +187,23 @@ def test_tasks_whose_text_the_public_corpus_lacks_share_the_default_offline_mlm(
 
     assert recipe_for("clinical-spl") == recipe_for("sst2") == recipe_for(None) == MLMRecipe()
     assert recipe_for("conll2003").exclude_task == "conll2003"  # its text is in the corpus: left out
+
+
+def test_ncbi_disease_reading_alignment_and_entity_f1(tmp_path):
+    from tasks.ncbi_disease import TAG_ID, entity_scores, piece_tags, read_ncbi, word_tags
+
+    path = tmp_path / "train.tsv"
+    path.write_text("Familial\tB-Disease\nadenomatous\tI-Disease\npolyposis\tI-Disease\n.\tO\n\nNo\tO\nrisk\tO\n",
+                    encoding="utf-8")
+    examples = read_ncbi(path)
+    assert examples.texts == ("Familial adenomatous polyposis .", "No risk")
+    assert list(examples.labels[0]) == [1, 2, 2, 0]
+    word_of = np.array([0, 0, 1, 2, 2, 3])  # two pieces for "Familial" and for "polyposis"
+    assert piece_tags(word_of, examples.labels[0]).tolist() == [1, 2, 2, 2, 2, 0]
+    assert word_tags(word_of, 4, [1, 2, 2, 2, 2, 0]).tolist() == [1, 2, 2, 0]
+    gold = [list(examples.labels[0]), list(examples.labels[1])]
+    assert entity_scores(gold, gold) == {"f1": 1.0, "precision": 1.0, "recall": 1.0}
+    assert entity_scores([[TAG_ID["O"]] * 4, [0, 0]], gold)["recall"] == 0.0
+    (tmp_path / "bad.tsv").write_text("word\tB-Chemical\n", encoding="utf-8")
+    with pytest.raises(BenchError):
+        read_ncbi(tmp_path / "bad.tsv")
