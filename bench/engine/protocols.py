@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -290,6 +291,18 @@ class ModelRelease:
     known_names: list[tuple[str, str]] = field(default_factory=list)
 
 
+@dataclass
+class _PublicUtilityData(TokenDefense):
+    """The utility task's data is public (NCBI-disease): it reaches the utility server unprotected."""
+
+    registry_name = "public-utility-data"  # not a registered defense: the origin its identity mechanism names
+
+    def token_mechanism(self):
+        from bench.privacy.public import IdentityTokens
+
+        return IdentityTokens()
+
+
 def run_pretraining(defense: TokenDefense, context: CellContext, server) -> CellOutput:
     """The client (a hospital) rewrites its training split with a span defense (``none``: as it is), further
     pretrains the MLM on it (``context.options.pretraining``) and releases the weights; the utility task's
@@ -319,21 +332,20 @@ def run_pretraining(defense: TokenDefense, context: CellContext, server) -> Cell
     notes.update(facts)
     name = str(path) if path is not None else budget.mlm
     if path is None and budget.mlm == "minilm-mlm":
-        from bench.models.offline_mlm import MLMRecipe, prepare
+        from bench.models.offline_mlm import prepare, recipe_for
 
-        name = str(prepare(MLMRecipe(), progress=False))
+        name = str(prepare(recipe_for(None), progress=False))  # the trained offline MLM's directory
     with quiet_loading():
         encoder = Encoder(name, spec.device, spec.pooling, spec.max_length, cache=context.training.mode == "frozen")
-    encoder.revision = f"pretrained-{facts.get('pretrain_key', budget.mlm)}"
+    if Path(name).is_dir():  # a checkpoint of ours: its cache key names it (for the feature cache)
+        encoder.revision = f"pretrained-{Path(name).name}"
     notes["released_mlm"] = budget.mlm if path is None else f"{budget.mlm} further pretrained ({facts['pretrain_key']})"
     utility_task = TASKS.get(type(task).utility_task)()
     options = context.options
     utility_data = utility_task.load(options.utility_n_train, options.utility_n_eval, spec.seed)
     utility_context = CellContext(spec, utility_task, utility_data, context.training, context.options)
     utility_context.__dict__["encoder"] = encoder  # the released encoder is the utility server's
-    from bench.core.registry import DEFENSES
-
-    utility = run_tokens(DEFENSES.get("none")(), utility_context, server)
+    utility = run_tokens(_PublicUtilityData(), utility_context, server)
     notes.update({"utility_task": utility_task.registry_name, "utility_sizes": [len(utility_data.train),
                                                                                 len(utility_data.eval)]})
     patients = task.patients()
