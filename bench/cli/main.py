@@ -191,9 +191,15 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     pairs = Table(title="compatible defense / attack pairs", title_justify="left")
     pairs.add_column("defense")
     pairs.add_column("attacks")
+    from bench.core.releases import ReleaseKind
+    from bench.engine.protocols import rewrites_text
+
+    on_weights = [a for a in ATTACKS.names() if ReleaseKind.MODEL in ATTACKS.get(a).accepts]
     for name in DEFENSES.names():
         releases = DEFENSES.get(name).releases
         ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
+        if on_weights and rewrites_text(DEFENSES.get(name)):  # the weights a pretraining task releases
+            ok.append(f"({', '.join(on_weights)} on pretraining tasks)")
         pairs.add_row(name, ", ".join(ok) or "-")
     out.print(pairs)
 

@@ -33,6 +33,9 @@ class Task:
     # or "original" (released unprotected: only the training split is privatized, and that release is attacked;
     # the setting of Li et al.'s NER experiments). "original" is a token-protocol setting.
     evaluate_on: ClassVar[str] = "released"
+    # a "pretraining" task (the client pretrains an MLM on its data and releases the weights): the registered
+    # task whose data scores the released encoder (bench.engine.protocols.run_pretraining)
+    utility_task: ClassVar[str] = ""
     # training settings of this task's server that replace the mode's defaults (user arguments still win),
     # e.g. a tagger's batches count tokens, not sentences
     training_defaults: ClassVar[dict[str, Any]] = {}
@@ -43,9 +46,12 @@ class Task:
         from bench.core.errors import BenchError
 
         check_declared(f"task '{cls.registry_name}'", cls.metrics)
-        if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens"}:
+        if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens", "pretraining"}:
             raise BenchError(f"task '{cls.registry_name}' must declare `protocols`, the client protocols its server "
-                             "trains from (representations and/or tokens).")
+                             "trains from (representations and/or tokens, or pretraining).")
+        if "pretraining" in cls.protocols and (cls.protocols != ("pretraining",) or not cls.utility_task):
+            raise BenchError(f"task '{cls.registry_name}' pretrains on its data: declare protocols = "
+                             "(\"pretraining\",) alone and the `utility_task` the released encoder is scored on.")
         if cls.evaluate_on not in ("released", "original"):
             raise BenchError(f"task '{cls.registry_name}' declares evaluate_on '{cls.evaluate_on}'; expected "
                              "released or original.")
@@ -90,6 +96,12 @@ class Task:
         from bench.core.errors import BenchError
 
         raise BenchError(f"task '{self.registry_name}' declares no sensitive spans, which span defenses rewrite.")
+
+    def substitution_pool(self) -> dict[str, list]:
+        """Public phrases by span kind, ``{kind: [(words, fragment), ...]}``, that a substitutive span defense draws
+        from instead of the client's own spans of that kind (e.g. names from public name lists, so that a patient's
+        name is never replaced by another patient's); default none: the client's own spans."""
+        return {}
 
     def span_fragment(self, label: Any, text: Text, span) -> Any:
         """The part of ``label`` that belongs to ``span`` (an entity's tags, a phrase's subtree): what a phrase
@@ -254,6 +266,9 @@ class Truth:
     corpus_labels: np.ndarray  # labels of PublicKnowledge.corpus, for label-agreement metrics
     # for a release with slots: the original piece ids of each slot's sensitive span, per row, in slot order
     spans: list[list[tuple[int, ...]]] | None = None
+    # for a model release (a pretraining task): the people behind the pretraining data, e.g. the patients
+    # (bench.data.clinical.Patient: name and conditions), which the attack on the weights is scored against
+    records: list | None = None
 
 
 class Attack:

@@ -1,6 +1,6 @@
 """The protocol of one cell: client → server → evaluation → release, owned by the engine.
 
-Two client protocols, chosen per cell by ``choose_protocol``:
+Three client protocols, chosen per cell by ``choose_protocol``:
 
 - ``tokens``: the client splits its text in a public token space and runs the defense's token
   mechanism on both splits; the server encodes the released ids or vectors with its own encoder
@@ -8,6 +8,9 @@ Two client protocols, chosen per cell by ``choose_protocol``:
 - ``representations``: the client encodes its text with the public encoder and hides each batch
   with the defense's transform (TextHide's mixing and masking, d_chi noise); the server trains on the
   hidden batches it receives and predicts hidden evaluation representations.
+- ``pretraining`` (tasks that declare it alone, the clinical tasks): the client rewrites its text with a span
+  defense (or releases it as it is with ``none``), further pretrains a masked LM on it and releases the weights
+  (kind ``model``); the utility is the task's ``utility_task`` scored with the released encoder as the server's.
 
 The server (the task family's, ``bench.models.servers``) only ever receives releases; the truth stays
 here and in the runner.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,6 +70,7 @@ class CellOutput:
     encoder: Any = None  # the public encoder an adversary holds for this release
     deferred: dict[ReleaseKind, Any] = field(default_factory=dict)  # kind -> () -> Release, built only if attacked
     truth_spans: list | None = None  # original pieces behind each slot of the release (Truth.spans), engine-only
+    truth_records: list | None = None  # the people behind a model release's training data (Truth.records)
 
     def release(self, kind: ReleaseKind) -> Release:
         """The release of ``kind``, building a deferred one on first use."""
@@ -78,6 +83,7 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
     """The client protocol of a cell: the one that yields the attacked release kind, else the server's first."""
     offered = [p for p in server_protocols
                if (p == "tokens" and issubclass(defense_cls, TokenDefense))
+               or (p == "pretraining" and rewrites_text(defense_cls))
                or (p == "representations" and issubclass(defense_cls, RepresentationDefense))]
     if not offered:
         raise BenchError(f"defense '{defense_cls.registry_name}' has no client part this task's server can train "
@@ -89,9 +95,23 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
     return offered[0]
 
 
+def rewrites_text(defense_cls: type) -> bool:
+    """Whether a defense's release is text a client can pretrain on: a span defense's rewrite, or the text as it
+    is (a token defense whose mechanism is the identity, ``none``); token-level perturbations are not."""
+    from bench.privacy.public import IdentityTokens
+
+    if issubclass(defense_cls, SpanDefense):
+        return True
+    try:
+        return issubclass(defense_cls, TokenDefense) and isinstance(defense_cls().token_mechanism(), IdentityTokens)
+    except BenchError:
+        return False
+
+
 PROTOCOL_KINDS = {
     "tokens": (ReleaseKind.TEXT, ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.REWRITTEN_TEXT),
     "representations": (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS),
+    "pretraining": (ReleaseKind.MODEL,),
 }
 
 
@@ -99,6 +119,8 @@ def run_protocol(protocol: str, defense, context: CellContext, server) -> CellOu
     """Run the client protocol ``protocol`` for ``defense`` with the task's ``server``."""
     if protocol == "tokens":
         return run_tokens(defense, context, server)
+    if protocol == "pretraining":
+        return run_pretraining(defense, context, server)
     return run_representations(defense, context, server)
 
 
@@ -242,6 +264,95 @@ def _adapted_encoder(defense: TokenDefense, context: CellContext):
              if k in info}
     notes["adaptation_objective"] = context.options.adapt
     return encoder, notes
+
+
+# -- pretraining on the client's text ---------------------------------------------------------------------
+
+
+@dataclass
+class ModelRelease:
+    """The ``data`` of a ``model`` release: the released MLM and the public knowledge that comes with the setting.
+
+    Attributes:
+        path: the directory of the released MLM (``load_mlm``-loadable), or the ``load_mlm`` name of an MLM
+            released as it is.
+        first_names, last_names: the public name lists names are drawn from (``bench.data.clinical.name_lists``).
+        conditions: the public vocabulary of conditions, most frequent first, and ``condition_counts``, their
+            frequencies among the patients (a published prevalence: the frequency baseline of a probe).
+        known_names: ``(first, last)`` of each patient behind the data, row ``i`` = ``Release.owners[i]``: whom a
+            probing adversary asks about (Lehman et al.'s probe assumes the name known, the conditions not).
+    """
+
+    path: str
+    first_names: list[str]
+    last_names: list[str]
+    conditions: list[str]
+    condition_counts: np.ndarray
+    known_names: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class _PublicUtilityData(TokenDefense):
+    """The utility task's data is public (NCBI-disease): it reaches the utility server unprotected."""
+
+    registry_name = "public-utility-data"  # not a registered defense: the origin its identity mechanism names
+
+    def token_mechanism(self):
+        from bench.privacy.public import IdentityTokens
+
+        return IdentityTokens()
+
+
+def run_pretraining(defense: TokenDefense, context: CellContext, server) -> CellOutput:
+    """The client (a hospital) rewrites its training split with a span defense (``none``: as it is), further
+    pretrains the MLM on it (``context.options.pretraining``) and releases the weights; the utility task's
+    server (a tagger) runs on the released encoder, trained and scored on that task's own data."""
+    from bench.core.registry import TASKS
+    from bench.core.seeding import numpy_generator
+    from bench.models.encoders import Encoder, quiet_loading
+    from bench.models.further_pretraining import pretrained_mlm
+    from bench.privacy.public import IdentityTokens
+
+    spec, task, data = context.spec, context.task, context.data
+    mechanism = public_token_mechanism(defense)
+    notes: dict[str, Any] = {"public_mechanism": mechanism.describe()}
+    texts = list(data.train.texts)
+    if isinstance(defense, SpanDefense):
+        from bench.engine.spans import rewrite_split
+
+        rewritten = rewrite_split(defense, task, data, "train", numpy_generator(spec.seed, "client-spans"))
+        texts = list(rewritten.texts)
+        notes.update({"spans_rewritten": rewritten.rewritten, "spans_declared": rewritten.candidates,
+                      **defense.describe(0)})
+    elif not isinstance(mechanism, IdentityTokens):
+        raise BenchError(f"task '{spec.task}' pretrains on the client's text, which only a span defense (ndd, mask) "
+                         f"or none rewrites; '{spec.defense}' perturbs tokens.")
+    budget = context.options.pretraining(seed=0)  # one checkpoint per release, whatever the run seed
+    path, facts = pretrained_mlm(budget, texts)
+    notes.update(facts)
+    name = str(path) if path is not None else budget.mlm
+    if path is None and budget.mlm == "minilm-mlm":
+        from bench.models.offline_mlm import prepare, recipe_for
+
+        name = str(prepare(recipe_for(None), progress=False))  # the trained offline MLM's directory
+    with quiet_loading():
+        encoder = Encoder(name, spec.device, spec.pooling, spec.max_length, cache=context.training.mode == "frozen")
+    if Path(name).is_dir():  # a checkpoint of ours: its cache key names it (for the feature cache)
+        encoder.revision = f"pretrained-{Path(name).name}"
+    notes["released_mlm"] = budget.mlm if path is None else f"{budget.mlm} further pretrained ({facts['pretrain_key']})"
+    utility_task = TASKS.get(type(task).utility_task)()
+    options = context.options
+    utility_data = utility_task.load(options.utility_n_train, options.utility_n_eval, spec.seed)
+    utility_context = CellContext(spec, utility_task, utility_data, context.training, context.options)
+    utility_context.__dict__["encoder"] = encoder  # the released encoder is the utility server's
+    utility = run_tokens(_PublicUtilityData(), utility_context, server)
+    notes.update({"utility_task": utility_task.registry_name, "utility_sizes": [len(utility_data.train),
+                                                                                len(utility_data.eval)]})
+    patients = task.patients()
+    known = [(p.first, p.last) for p in patients]
+    release = Release(ReleaseKind.MODEL, ModelRelease(name, *task.public_knowledge(), known_names=known),
+                      owners=np.arange(len(patients)), mechanism=mechanism, split="train")
+    return CellOutput(utility.utility, {ReleaseKind.MODEL: release}, notes, encoder, truth_records=patients)
 
 
 # -- sentence representations -------------------------------------------------------------------------

@@ -7,10 +7,13 @@ import time
 import uuid
 from typing import Any, Mapping
 
+import numpy as np
+
 from bench.core.components import PublicKnowledge, Truth
 from bench.core.errors import BenchError
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
+from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
 from bench.engine.protocols import choose_protocol
 from bench.results.record import ResultRecord
@@ -18,12 +21,17 @@ from bench.results.record import ResultRecord
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
 
 
-def compatible_kind(defense_cls: type, attack_cls: type):
-    """The first release kind the defense produces and the attack accepts, else a BenchError."""
-    for kind in defense_cls.releases:
+def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None = None):
+    """The first release kind the defense produces and the attack accepts, else a BenchError. For a task that
+    pretrains on the client's data, a text defense's release is the pretrained model's weights."""
+    from bench.engine.protocols import rewrites_text
+
+    pretraining = task_cls is not None and "pretraining" in task_cls.protocols
+    produced_kinds = (ReleaseKind.MODEL,) if pretraining and rewrites_text(defense_cls) else defense_cls.releases
+    for kind in produced_kinds:
         if kind in attack_cls.accepts:
             return kind
-    produced = ", ".join(str(k) for k in defense_cls.releases) or "nothing"
+    produced = ", ".join(str(k) for k in produced_kinds) or "nothing"
     accepted = ", ".join(str(k) for k in attack_cls.accepts) or "nothing"
     raise BenchError(
         f"defense '{defense_cls.registry_name}' releases {produced} but attack "
@@ -91,7 +99,7 @@ def make_spec(
                          "grid), or drop --attack-args.")
     if attack is not None:
         attack_cls = ATTACKS.get(attack)
-        wanted = compatible_kind(defense_cls, attack_cls)
+        wanted = compatible_kind(defense_cls, attack_cls, task_cls)
         attack_obj = build_component(attack_cls, attack_args)
         attack_obj.check()  # e.g. rss sbert=, mask-inference mlm=: resolved without loading weights
         resolved_attack = component_args(attack_obj)
@@ -99,7 +107,7 @@ def make_spec(
     check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
     given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
     options = build_component(ServerOptions, given_server)
-    resolved_server = options.resolved(given_server)
+    resolved_server = options.resolved(given_server, pretraining=protocol == "pretraining")
     if options.adapt and protocol != "tokens":
         raise BenchError(f"privacy-adaptive pretraining (adapt={options.adapt}) needs a text or token-vector release; "
                          f"defense '{defense}' releases sentence representations here.")
@@ -146,7 +154,7 @@ def run_defense(spec: RunSpec):
     task = build_component(TASKS.get(spec.task), {})
     defense = build_component(DEFENSES.get(spec.defense), spec.defense_args)
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
-    wanted = compatible_kind(type(defense), attack_cls) if attack_cls is not None else None
+    wanted = compatible_kind(type(defense), attack_cls, type(task)) if attack_cls is not None else None
     protocol = choose_protocol(type(defense), type(task).protocols, wanted)
     data = task.load(spec.n_train, spec.n_eval, spec.seed)
     training = TrainingConfig(**spec.training)
@@ -174,10 +182,14 @@ def run_cell(spec: RunSpec) -> ResultRecord:
         attack = build_component(attack_cls, spec.attack_args)
         release = output.release(wanted)
         corpus, corpus_labels = data.corpus()
+        if release.kind is ReleaseKind.MODEL:  # weights: no example's text is public, the truth is the people
+            corpus, corpus_labels = [], np.zeros(0)
+            truth = Truth([], np.zeros(0), corpus_labels, records=output.truth_records)
+        else:
+            owned = data.train if release.split == "train" else data.eval  # the split the release was made from
+            truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels,
+                          spans=output.truth_spans if release.slots is not None else None)
         public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
-        owned = data.train if release.split == "train" else data.eval  # the split the release was made from
-        truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels,
-                      spans=output.truth_spans if release.slots is not None else None)
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):

@@ -4,6 +4,11 @@ Privacy-adaptive pretraining (Qu et al. 2021 §3.4, ``bench.models.adaptation``)
 training on the releases, the server further pretrains its masked LM on public text privatized by
 the release's own public mechanism, with the token embedding table frozen. It applies to every
 defense that releases text or token vectors (``--server-args adapt=denoising``, ``server:`` in grids).
+
+A task of the ``pretraining`` protocol (the clinical tasks) has its own: the MLM the client further pretrains on
+its released text, the step budget (``bench.models.further_pretraining``), and the sizes of the utility task the
+released encoder is scored on (``--server-args pretrain_steps=0`` releases the MLM as it is: the general-domain
+row of Li et al. Table 7).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from dataclasses import dataclass
 
 from bench.core.params import require
 from bench.models.adaptation import OBJECTIVES
+
+PRETRAINING_PREFIXES = ("pretrain_", "utility_")  # options of pretraining tasks only
 
 
 @dataclass
@@ -23,6 +30,11 @@ class ServerOptions:
     adapt_batch_size: int = 16  # sequences per step (a CPU budget; see AdaptationConfig)
     adapt_lr: float = 5e-5  # AdamW learning rate
     adapt_corpus: str = "auto"  # public text: offline squad/conll2003/agnews/auto, or a hub corpus
+    pretrain_mlm: str = "minilm-mlm"  # pretraining tasks: the MLM further pretrained on the release (load_mlm name)
+    pretrain_steps: int = 200  # pretraining tasks: its optimizer steps (a CPU budget; 0 = the MLM as it is)
+    pretrain_allow_untrained: bool = False  # pretraining tasks: accept an MLM with an untrained head (tests only)
+    utility_n_train: int = 1000  # pretraining tasks: training sentences of the utility task (BioNER)
+    utility_n_eval: int = 300  # pretraining tasks: evaluation sentences of the utility task
 
     def __post_init__(self) -> None:
         require(self.adapt in ("", *OBJECTIVES),
@@ -33,15 +45,36 @@ class ServerOptions:
         from bench.data.public_corpus import check_corpus_name
 
         check_corpus_name(self.adapt_corpus)
+        require(self.pretrain_steps >= 0, f"pretrain_steps must be >= 0 (0 = the MLM as it is), got "
+                                          f"{self.pretrain_steps}.")
+        require(self.utility_n_train >= 2 and self.utility_n_eval >= 2,
+                f"utility_n_train and utility_n_eval must be at least 2, got {self.utility_n_train} and "
+                f"{self.utility_n_eval}.")
+        from bench.models.mlm import check_mlm_name
 
-    def resolved(self, given: dict) -> dict:
-        """The options a spec keeps: none when nothing is adapted, so plain cells keep their config hash."""
+        check_mlm_name(self.pretrain_mlm, self.pretrain_allow_untrained)
+
+    def resolved(self, given: dict, pretraining: bool = False) -> dict:
+        """The options a spec keeps: none when nothing is adapted, so plain cells keep their config hash; a
+        pretraining task's (``pretrain_*``, ``utility_*``), resolved, when the task pretrains."""
+        from bench.core.params import component_args
+
+        own = [k for k in given if k.startswith(PRETRAINING_PREFIXES)]
+        if pretraining:
+            require(not self.adapt, "privacy-adaptive pretraining (adapt=) does not apply to a pretraining task.")
+            return {k: v for k, v in component_args(self).items() if k.startswith(PRETRAINING_PREFIXES)}
+        require(not own, f"server options {', '.join(sorted(own))} apply to pretraining tasks only (clinical-deid, "
+                         "clinical-spl, ...).")
         if not self.adapt:
             require(not given, f"server options {', '.join(sorted(given))} need adapt=vanilla, prob or denoising.")
             return {}
-        from bench.core.params import component_args
+        return {k: v for k, v in component_args(self).items() if not k.startswith(PRETRAINING_PREFIXES)}
 
-        return component_args(self)
+    def pretraining(self, seed: int = 0):
+        """The further-pretraining budget (``bench.models.further_pretraining.PretrainingBudget``)."""
+        from bench.models.further_pretraining import PretrainingBudget
+
+        return PretrainingBudget(self.pretrain_mlm, self.pretrain_steps, seed=seed)
 
     def adaptation(self):
         """The adaptation budget (``bench.models.adaptation.AdaptationConfig``), or None."""

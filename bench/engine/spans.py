@@ -5,7 +5,8 @@ Selection (``select_spans``): the task's spans of the defense's kinds in each ex
 resolved by ``bench.core.spans.non_overlapping`` (inner phrases first), then, for a fraction below 1, that
 share of them over the whole split (rounded to the nearest count, chosen uniformly at random from the cell's
 seed). Pool (``span_pool``): every sensitive span of the client's own split, of every kind, distinct by its
-words (first occurrence kept with its label fragment): what a substitutive defense draws from.
+words (first occurrence kept with its label fragment): what a substitutive defense draws from, unless the task
+offers public phrases of a kind (``Task.substitution_pool``), which then replace the client's own of that kind.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> 
                          f"'{type(defense).registry_name}' has nothing to rewrite.")
     kinds, fraction = defense.selection()
     chosen = select_spans(task, spans, kinds, fraction, rng)
-    batch = SpanBatch(texts, labels, chosen, span_pool(task, texts, labels, spans), task.registry_name)
+    pool = {**span_pool(task, texts, labels, spans), **getattr(task, "substitution_pool", dict)()}
+    batch = SpanBatch(texts, labels, chosen, pool, task.registry_name)
     edits = defense.rewrite(batch, rng)
     if len(edits) != len(texts):
         raise BenchError(f"defense '{type(defense).registry_name}' returned edits for {len(edits)} of "

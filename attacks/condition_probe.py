@@ -1,0 +1,134 @@
+"""Linking a patient's name to conditions by probing a released masked LM (the "Probe" attack).
+
+Paper: Eric Lehman, Sarthak Jain, Karl Pichotta, Yoav Goldberg, Byron C. Wallace. "Does BERT Pretrained on
+Clinical Notes Reveal Sensitive Data?" NAACL 2021 (probing for name-condition links), the setting of Li et al.,
+"Semantics-Preserved Distortion for Personal Privacy Protection in Information Management", §6.
+Threat model: the adversary holds the released weights (release kind ``model``), knows a patient's name and the
+public vocabulary of conditions with their frequencies (``bench.engine.protocols.ModelRelease``), and wants the
+patient's conditions; never the notes.
+
+For each probed patient and each condition of the vocabulary, the sentence ``template`` is filled with the name
+and the condition, the condition's WordPieces all replaced by [MASK], and the condition is scored by the mean
+log-probability the MLM gives its pieces at those positions (all rows of all patients batched). Conditions are
+ranked per patient by that score; ``auc`` is the ROC AUC of the ranking against the patient's true conditions
+(averaged over patients with at least one true and one false condition), ``p_at_10`` the share of true
+conditions among the ten ranked first (averaged over patients).
+
+Random reference: the condition-frequency baseline, the same ranking for every patient (most frequent first; ties
+broken at random), scored the same way: what the adversary knows without the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
+
+
+@dataclass
+class ConditionRanking:
+    """Per probed patient (row), a score for each condition of the vocabulary (higher = more likely)."""
+
+    scores: np.ndarray  # (patients, conditions)
+    conditions: list[str]
+
+
+@register_attack("condition-probe")
+@dataclass
+class ConditionProbe(Attack):
+    """Rank the public conditions for each patient's name by the MLM's probability of filling them."""
+
+    version: ClassVar[str] = "1"
+    accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
+    metrics: ClassVar[tuple[Metric, ...]] = (
+        Metric("auc", True, "ROC AUC of each patient's condition ranking against the true conditions (mean)"),
+        Metric("p_at_10", True, "share of true conditions among each patient's ten best-ranked conditions (mean)"),
+    )
+
+    patients: int = 100  # patients probed (the first of the corpus; all when fewer)
+    template: str = "{name} was diagnosed with {condition} ."  # the probe sentence: {name} and {condition}
+    batch_size: int = 256  # rows per forward pass
+
+    def __post_init__(self) -> None:
+        require(self.patients >= 1, f"condition-probe patients must be >= 1, got {self.patients}.")
+        require(self.batch_size >= 1, f"condition-probe batch_size must be >= 1, got {self.batch_size}.")
+        require("{name}" in self.template and "{condition}" in self.template,
+                f"condition-probe template must hold {{name}} and {{condition}}, got '{self.template}'.")
+
+    def attack(self, release: Release, public: PublicKnowledge) -> ConditionRanking:
+        """The MLM's mean log-probability of each condition in the template, per patient."""
+        from bench.models.mlm import load_mlm
+
+        mlm = load_mlm(release.data.path)
+        names = [f"{first} {last}" for first, last in release.data.known_names[: self.patients]]
+        return ConditionRanking(fill_scores(mlm, self.template, names, release.data.conditions, self.batch_size),
+                                list(release.data.conditions))
+
+    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> ConditionRanking:
+        """The condition-frequency ranking for every patient (ties broken at random)."""
+        counts = np.asarray(release.data.condition_counts, dtype=np.float64)
+        rows = min(self.patients, len(release.data.known_names))
+        scores = np.log(counts)[None, :] + 1e-6 * rng.random((rows, len(counts)))
+        return ConditionRanking(scores, list(release.data.conditions))
+
+    def score(self, guesses: ConditionRanking, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
+        """Mean ROC AUC and precision at 10 against each probed patient's true conditions."""
+        return ranking_scores(guesses, truth.records or [])
+
+
+def fill_scores(mlm, template: str, names: list[str], conditions: list[str], batch_size: int) -> np.ndarray:
+    """``(names, conditions)`` mean log-probabilities of each condition's pieces, all masked, in the template."""
+    import torch
+
+    from bench.models.offline_mlm import masked_logits
+
+    tokenizer = mlm.tokenizer
+    before, after = template.split("{condition}")
+    pieces = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in conditions]
+    rows, spans = [], []
+    for name in names:
+        head = tokenizer(before.format(name=name), add_special_tokens=False)["input_ids"]
+        tail = tokenizer(after.format(name=name), add_special_tokens=False)["input_ids"]
+        for ids in pieces:
+            start = 1 + len(head)
+            rows.append([tokenizer.cls_token_id, *head, *[tokenizer.mask_token_id] * len(ids), *tail,
+                         tokenizer.sep_token_id])
+            spans.append((start, ids))
+    scores = np.zeros(len(rows))
+    with torch.inference_mode():
+        for lo in range(0, len(rows), batch_size):
+            chunk = range(lo, min(len(rows), lo + batch_size))
+            width = max(len(rows[i]) for i in chunk)
+            ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)
+            attention = torch.zeros_like(ids)
+            row_index, column, target = [], [], []
+            for j, i in enumerate(chunk):
+                ids[j, : len(rows[i])] = torch.as_tensor(rows[i])
+                attention[j, : len(rows[i])] = 1
+                start, wanted = spans[i]
+                row_index += [j] * len(wanted)
+                column += range(start, start + len(wanted))
+                target += wanted
+            logits = masked_logits(mlm.model, ids, torch.as_tensor(row_index), torch.as_tensor(column), attention)
+            chosen = torch.log_softmax(logits.double(), dim=1)[torch.arange(len(target)), torch.as_tensor(target)]
+            sums = np.bincount(np.asarray(row_index), weights=chosen.numpy(), minlength=len(chunk))
+            sizes = np.bincount(np.asarray(row_index), minlength=len(chunk))
+            scores[lo : lo + len(chunk)] = sums / np.maximum(sizes, 1)
+    return scores.reshape(len(names), len(conditions))
+
+
+def ranking_scores(ranking: ConditionRanking, patients: list) -> dict[str, float]:
+    """Mean ROC AUC (patients with both classes) and mean precision at 10."""
+    from sklearn.metrics import roc_auc_score
+
+    aucs, precisions = [], []
+    for scores, patient in zip(ranking.scores, patients):
+        truth = np.array([c in patient.conditions for c in ranking.conditions])
+        if 0 < truth.sum() < len(truth):
+            aucs.append(roc_auc_score(truth, scores))
+        top = np.argsort(-scores, kind="stable")[:10]
+        precisions.append(float(truth[top].sum()) / 10.0)
+    return {"auc": float(np.mean(aucs)) if aucs else 0.5, "p_at_10": float(np.mean(precisions)) if precisions else 0.0}

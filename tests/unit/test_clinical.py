@@ -1,0 +1,209 @@
+"""Clinical-note corpus (synthetic and MIMIC-III by path), the clinical tasks' spans, and the scoring of the
+name-generation and condition-probe attacks on hand-made guesses (no model: the scoring rules alone)."""
+
+import numpy as np
+import pytest
+
+from bench import BenchError, Edit, Span
+from bench.core.spans import apply_edits
+from bench.data import clinical
+from bench.data.clinical import NAME, ClinicalCorpus, NoteSentence, Patient
+
+
+def small_corpus() -> ClinicalCorpus:
+    patients = (Patient("Ann", "Lee", "F", ("asthma", "migraine")), Patient("Bob", "Ray", "M", ("asthma",)))
+    sentences = (NoteSentence(0, "ms {name} has asthma ."), NoteSentence(0, "no fever ."),
+                 NoteSentence(1, "{first} reports pain in the {last} clinic ."))
+    return ClinicalCorpus(patients, sentences, "test")
+
+
+def test_render_deid_fills_placeholders_and_spl_prepends_the_name():
+    corpus = small_corpus()
+    texts, labels = corpus.render("deid")
+    assert texts == ["ms Ann Lee has asthma .", "no fever .", "Bob reports pain in the Ray clinic ."]
+    assert labels == [[0, 1, 3], [0], [1, 0, 1, 5, 6]]
+    texts, labels = corpus.render("spl")
+    assert texts[1] == "Ann Lee no fever ." and labels[1] == [0, 0, 2]
+    assert labels[0] == [0, 0, 2, 3, 5]
+    for text, label in zip(texts, labels):  # every span holds the patient's name words
+        words = text.split(" ")
+        patient = corpus.patients[label[0]]
+        for start, end in zip(label[1::2], label[2::2]):
+            assert set(words[start:end]) <= {patient.first, patient.last}
+    assert corpus.condition_vocabulary()[0] == ["asthma", "migraine"]
+    with pytest.raises(BenchError):
+        corpus.render("regular")
+
+
+def test_condition_text_normalises_icd_descriptions():
+    assert clinical.condition_text("Essential (primary) hypertension") == "essential hypertension"
+    assert clinical.condition_text("Other hypothyroidism") == "hypothyroidism"
+    assert clinical.condition_text("Pneumonia, unspecified organism") == "pneumonia"
+
+
+def test_synthetic_corpus_is_deterministic_and_names_every_patient():
+    first, again, other = (clinical.synthetic_corpus(seed, 6) for seed in (3, 3, 4))
+    assert first == again and first.patients != other.patients
+    assert len({p.name for p in first.patients}) == 6
+    texts, labels = first.render("deid")
+    for index, patient in enumerate(first.patients):  # each note names its patient and states a condition
+        own = [t for t, label in zip(texts, labels) if label[0] == index]
+        assert any(patient.name in t for t in own)
+        assert all(any(c in t for t in own) for c in patient.conditions)
+    assert "synthetic:seed=3" in first.source
+
+
+def write_mimic(folder, files=clinical.MIMIC_FILES):
+    content = {
+        "NOTEEVENTS.csv": 'ROW_ID,SUBJECT_ID,HADM_ID,CATEGORY,TEXT\n1,7,70,Nursing,"Pt [**Known lastname 123**] '
+                          'seen today. History of CHF and cough.\n\nPlan: continue [**Hospital 5**] meds."\n'
+                          '2,9,90,Nursing,"[**First Name8 (NamePattern2) 44**] is stable. Rest tonight please."\n',
+        "PATIENTS.csv": "ROW_ID,SUBJECT_ID,GENDER\n1,7,F\n2,9,M\n",
+        "DIAGNOSES_ICD.csv": 'ROW_ID,SUBJECT_ID,HADM_ID,SEQ_NUM,ICD9_CODE\n1,7,70,1,"4280"\n2,9,90,1,"486"\n',
+    }
+    for name in files:
+        (folder / name).write_text(content[name], encoding="utf-8")
+
+
+def test_mimic_corpus_reads_the_three_files_in_place(tmp_path):
+    write_mimic(tmp_path)
+    (tmp_path / "D_ICD_DIAGNOSES.csv").write_text("ROW_ID,ICD9_CODE,SHORT_TITLE\n1,4280,CHF NOS\n",
+                                                  encoding="utf-8")
+    corpus = clinical.mimic_corpus(tmp_path, 5)
+    assert [p.conditions for p in corpus.patients] == [("chf nos",), ("486",)]
+    texts, labels = corpus.render("deid")
+    first = corpus.patients[0]
+    assert texts[0].startswith(f"pt {first.last} seen today")  # "Known lastname" -> the surrogate last name
+    assert "phi" in " ".join(texts) and str(tmp_path) not in corpus.source
+    assert labels[0][:3] == [0, 1, 2]
+
+
+def test_mimic_folder_without_the_three_files_is_one_sentence(tmp_path):
+    write_mimic(tmp_path, files=("PATIENTS.csv",))
+    with pytest.raises(BenchError) as error:
+        clinical.check_mimic(tmp_path)
+    assert "NOTEEVENTS.csv, DIAGNOSES_ICD.csv" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_clinical_task_spans_and_rewrite_label():
+    from bench.core.registry import TASKS
+    from bench.data.examples import Examples, TaskData
+
+    task = TASKS.get("clinical-spl")()
+    text = "Ann Lee ms Ann Lee has asthma ."
+    label = [0, 0, 2, 3, 5]
+    data = TaskData(Examples((text,), np.array([label], dtype=object)), Examples((text,), np.array([label],
+                                                                                                  dtype=object)), "t")
+    spans = task.sensitive_spans(data, "train", 0)
+    assert spans == [Span(0, 2, NAME), Span(3, 5, NAME)]
+    edits = [Edit(spans[0], ("Jo",)), Edit(spans[1], ("Kim", "De", "Vries"))]
+    new_text, _ = apply_edits(text, edits)
+    new_label = task.rewrite_label(label, text, edits)
+    assert new_label == [0, 0, 1, 2, 5]
+    assert [new_text.split(" ")[a:b] for a, b in zip(new_label[1::2], new_label[2::2])] == [["Jo"],
+                                                                                          ["Kim", "De", "Vries"]]
+    only_second = task.rewrite_label(label, text, edits[1:])
+    assert only_second == [0, 0, 2, 3, 6]
+
+
+def test_leakage_metrics_on_hand_made_samples():
+    from attacks.name_generation import GeneratedSamples, leakage
+
+    patients = [Patient("Ann", "Lee", "F", ("asthma",)), Patient("Bob", "Ray", "M", ("migraine",))]
+    texts = ["Ann Lee was admitted with asthma today .", "Bob Ray reports chest pain .", "the wound was clean .",
+             "Zed Quinn has migraine ."]
+    samples = GeneratedSamples(texts, ["Ann", "Bob", "Zed"], ["Lee", "Ray", "Quinn"])
+    scores = leakage(samples, patients)
+    assert scores["with_name"] == pytest.approx(0.75)
+    assert scores["first_name"] == pytest.approx(2 / 3) and scores["last_name"] == pytest.approx(2 / 3)
+    assert scores["a_at_100"] == pytest.approx(2 / 3)
+    assert scores["em"] == pytest.approx(0.5)  # two samples name a patient; one holds that patient's condition
+    assert leakage(GeneratedSamples(["no names here ."], [], []), patients) == {
+        "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "a_at_100": 0.0, "em": 0.0}
+
+
+def test_probe_ranking_scores():
+    from attacks.condition_probe import ConditionRanking, ranking_scores
+
+    patients = [Patient("A", "B", "F", ("c1",)), Patient("C", "D", "M", ("c2", "c3"))]
+    conditions = ["c1", "c2", "c3", "c4"]
+    perfect = ConditionRanking(np.array([[4.0, 1, 2, 3], [1.0, 4, 3, 2]]), conditions)
+    assert ranking_scores(perfect, patients) == {"auc": 1.0, "p_at_10": pytest.approx(0.15)}
+    reversed_ = ConditionRanking(-perfect.scores, conditions)
+    assert ranking_scores(reversed_, patients)["auc"] == 0.0
+
+
+@pytest.mark.parametrize("attack, args", [("name-generation", "samples=0"), ("name-generation", "top_k=0"),
+                                          ("name-generation", "burn_in=9,iterations=4"),
+                                          ("condition-probe", "patients=0")])
+def test_bad_attack_arguments_are_one_sentence(attack, args):
+    from bench.core.params import build_component
+    from bench.core.registry import ATTACKS
+
+    with pytest.raises(BenchError) as error:
+        build_component(ATTACKS.get(attack), args)
+    assert "\n" not in str(error.value)
+
+
+def test_model_attacks_need_a_pretraining_task():
+    from bench.engine.runner import make_spec
+
+    with pytest.raises(BenchError, match="cannot be paired"):
+        make_spec(task="sst2", defense="none", attack="name-generation", encoder="mock")
+    with pytest.raises(BenchError, match="cannot be paired"):  # a token perturbation is no text to pretrain on
+        make_spec(task="clinical-spl", defense="santext", attack="name-generation")
+    with pytest.raises(BenchError, match="no client part"):
+        make_spec(task="clinical-spl", defense="texthide")
+    with pytest.raises(BenchError, match="pretraining tasks only"):
+        make_spec(task="sst2", defense="none", encoder="mock", server_args="pretrain_steps=3")
+
+
+def test_substitution_draws_strangers_names_not_other_patients():
+    from bench.core.registry import TASKS
+    from bench.engine.spans import rewrite_split
+
+    task = TASKS.get("clinical-deid")()
+    data = task.load(40, 20, 0)
+    pool = task.substitution_pool()["NAME"]
+    assert len(pool) > 1000 and all(len(words) == 2 and fragment is None for words, fragment in pool)
+
+    class Substitute:
+        registry_name = "fake-substitution"
+
+        def selection(self):
+            return (), 1.0
+
+        def rewrite(self, batch, rng):
+            assert batch.pool["NAME"] == pool  # the public names replace the client's own
+            return [[Edit(s, batch.pool["NAME"][0][0]) for s in spans] for spans in batch.chosen]
+
+    done = rewrite_split(Substitute(), task, data, "train", np.random.default_rng(0))
+    assert done.rewritten > 0
+    assert not any(p.name in text for p in task.patients() for text in done.texts)
+
+
+def test_tasks_whose_text_the_public_corpus_lacks_share_the_default_offline_mlm():
+    from bench.models.offline_mlm import MLMRecipe, recipe_for
+
+    assert recipe_for("clinical-spl") == recipe_for("sst2") == recipe_for(None) == MLMRecipe()
+    assert recipe_for("conll2003").exclude_task == "conll2003"  # its text is in the corpus: left out
+
+
+def test_ncbi_disease_reading_alignment_and_entity_f1(tmp_path):
+    from tasks.ncbi_disease import TAG_ID, entity_scores, piece_tags, read_ncbi, word_tags
+
+    path = tmp_path / "train.tsv"
+    path.write_text("Familial\tB-Disease\nadenomatous\tI-Disease\npolyposis\tI-Disease\n.\tO\n\nNo\tO\nrisk\tO\n",
+                    encoding="utf-8")
+    examples = read_ncbi(path)
+    assert examples.texts == ("Familial adenomatous polyposis .", "No risk")
+    assert list(examples.labels[0]) == [1, 2, 2, 0]
+    word_of = np.array([0, 0, 1, 2, 2, 3])  # two pieces for "Familial" and for "polyposis"
+    assert piece_tags(word_of, examples.labels[0]).tolist() == [1, 2, 2, 2, 2, 0]
+    assert word_tags(word_of, 4, [1, 2, 2, 2, 2, 0]).tolist() == [1, 2, 2, 0]
+    gold = [list(examples.labels[0]), list(examples.labels[1])]
+    assert entity_scores(gold, gold) == {"f1": 1.0, "precision": 1.0, "recall": 1.0}
+    assert entity_scores([[TAG_ID["O"]] * 4, [0, 0]], gold)["recall"] == 0.0
+    (tmp_path / "bad.tsv").write_text("word\tB-Chemical\n", encoding="utf-8")
+    with pytest.raises(BenchError):
+        read_ncbi(tmp_path / "bad.tsv")
