@@ -23,7 +23,11 @@ out = Console()
 err = Console(stderr=True)
 
 PluginOption = typer.Option(None, "--plugin", help="Extra component file to load (repeatable).")
-ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR or ./results).")
+ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR, else "
+                             "./bench-results; the published board is results/, changed only with "
+                             "--results-dir results).")
+PublishedOption = typer.Option(None, "--results-dir", help="Results folder with reference/ and reproduction/ (default: "
+                               "$BENCH_RESULTS_DIR, else the published results/).")
 
 
 def plain(value: object) -> str:
@@ -83,7 +87,8 @@ def run(
     plugin: Optional[List[Path]] = PluginOption,
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
-    """Run one cell (or a grid) and append its record to results/records/<defense>.jsonl."""
+    """Run one cell (or a grid) and append its record to <results>/records/<defense>.jsonl (./bench-results unless
+    --results-dir or $BENCH_RESULTS_DIR says otherwise; --results-dir results adds it to the published board)."""
     from bench.core.params import parse_arg_string
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.store import ResultStore
@@ -201,7 +206,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
 @app.command()
 @user_errors
 def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
-    """Aggregate records over seeds (mean, std, n) into results/leaderboard.csv."""
+    """Aggregate records over seeds (mean, std, n) into <results>/leaderboard.csv."""
     import pandas as pd
 
     from bench.results.leaderboard import summarize as write_leaderboard
@@ -251,7 +256,8 @@ def dashboard(
     port: int = typer.Option(8501, help="Port on 127.0.0.1."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
-    """Start the Streamlit leaderboard on 127.0.0.1."""
+    """Start the Streamlit leaderboard on 127.0.0.1: your runs (--results-dir, $BENCH_RESULTS_DIR or ./bench-results)
+    and the published results/ of this checkout, switched in its sidebar."""
     app_path = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
     env = dict(os.environ)
     if results_dir is not None:
@@ -407,14 +413,16 @@ def reproduce(
     run_missing: bool = typer.Option(False, "--run", help="First run the table's cells without records, at the "
                                      "offline defaults of its mapping (slow); without it nothing runs."),
     recorded: bool = typer.Option(False, "--recorded", help="Print only the rows we have records for."),
-    results_dir: Optional[Path] = ResultsOption,
+    results_dir: Optional[Path] = PublishedOption,
 ) -> None:
     """A paper's table beside our records (mean ± std over seeds, n), with a verdict on each of its claims;
     writes results/reproduction/<table>.json for the dashboard."""
     from bench.analysis import reproduce as rep
-    from bench.results.store import ResultStore
+    from bench.results.store import PUBLISHED_RESULTS, ResultStore
 
-    store = ResultStore(results_dir)
+    # the reference tables and their mappings are part of the published board, so that is the default here
+    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
+                        else PUBLISHED_RESULTS)
     store.check_exists()
     records, problems = store.read()
     for problem in problems:
