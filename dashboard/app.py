@@ -101,10 +101,9 @@ def pick(label: str, options: list, fallback, key: str, url: str, container=st, 
 def sources() -> dict[str, Path]:
     """Your runs and the published board (one entry when they are the same folder)."""
     yours = default_results_dir()
-    found = {f"your runs ({yours})": yours}
-    if yours.resolve() != PUBLISHED.resolve():
-        found[f"published ({PUBLISHED.name}/ of this checkout)"] = PUBLISHED
-    return found
+    if yours.resolve() == PUBLISHED.resolve():
+        return {f"published ({PUBLISHED.name}/ of this checkout)": PUBLISHED}
+    return {f"your runs ({yours})": yours, f"published ({PUBLISHED.name}/ of this checkout)": PUBLISHED}
 
 
 def choose_source() -> Path:
@@ -202,6 +201,9 @@ def privacy_view(shown, board, seeds, raw, task: str, attack: str) -> None:
     rows = shown[shown["attack"] == attack]
     utility_metrics = sorted({m for m in shown["metric"] if m.startswith("utility/")}, key=lambda m: (m != headline, m))
     privacy_metrics = sorted({m for m in rows["metric"] if m.startswith(f"privacy/{attack}/")})
+    if "order" in rows and privacy_metrics:  # the attack's first declared metric is its headline
+        firsts = rows[rows["metric"].isin(privacy_metrics)].groupby("metric")["order"].min()
+        privacy_metrics.sort(key=lambda m: (firsts.get(m, 0), m))
     st.subheader(f"{literal(attack)}: privacy against utility on {literal(task)}")
     if not utility_metrics or not privacy_metrics:
         st.info("These cells have no utility or no attack metric to plot.")
@@ -256,18 +258,19 @@ def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, scale: al
     base = alt.Chart(points).encode(x=x, y=y)
     spread = points[(points["u_std"] > 0) | (points["p_std"] > 0)]
     chart = base.mark_point(filled=True, size=90, opacity=0.9).encode(
-        color=alt.Color("defense:N", scale=scale, title="defense"),
+        color=alt.Color("defense:N", scale=scale, title="defense",
+                        legend=alt.Legend(values=sorted(points["defense"].unique()))),
         shape=alt.Shape("encoder:N", title="encoder"), tooltip=tooltip)
     if not spread.empty:
         bars = alt.Chart(spread)
         chart += bars.mark_rule(opacity=0.5).encode(x="u_lo:Q", x2="u_hi:Q", y="privacy:Q",
-                                                    color=alt.Color("defense:N", scale=scale, legend=None))
+                                                    color=alt.Color("defense:N", scale=scale))
         chart += bars.mark_rule(opacity=0.5).encode(x="utility:Q", y="p_lo:Q", y2="p_hi:Q",
-                                                    color=alt.Color("defense:N", scale=scale, legend=None))
+                                                    color=alt.Color("defense:N", scale=scale))
     front = points[points["frontier"] == 1].sort_values("utility", ascending=u_up)
     if len(front):
         front = front.assign(what="Pareto frontier")
-        chart += alt.Chart(front).mark_line(color="black", strokeWidth=2, interpolate="step-after",
+        chart += alt.Chart(front).mark_line(color="black", strokeWidth=2, interpolate="step-before",
                                             point=alt.OverlayMarkDef(color="black", size=20)).encode(
             x="utility:Q", y="privacy:Q", tooltip=["what", "label"])
     reference = "random/" + privacy.split("/", 1)[1]
@@ -281,7 +284,7 @@ def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, scale: al
             y="random:Q", text="what:N", x=alt.value(4))
     plain = points[points["defense"] == "none"].assign(what="undefended")
     if len(plain):
-        chart += alt.Chart(plain).mark_text(align="left", dx=8, dy=-8, fontWeight="bold").encode(
+        chart += alt.Chart(plain).mark_text(align="left", dx=8, dy=-8, fontWeight="bold", color="#555").encode(
             x="utility:Q", y="privacy:Q", text="what:N")
     best_x = points["utility"].max() if u_up else points["utility"].min()
     best_y = points["privacy"].min() if p_up else points["privacy"].max()
@@ -332,12 +335,18 @@ def provenance(table: pd.DataFrame, seeds: pd.DataFrame, raw: dict, event) -> No
                            "runtime_s": r["runtime_s"], "data_hash": r["data_hash"][:16], "created_at": r["created_at"]}
                           for s, r in sorted(by_seed.items())]).set_index("seed")
     st.dataframe(facts.join(per_seed), width="stretch")
+    versions, hardware = first.get("versions", {}), first.get("hardware", {})
+    st.markdown(" · ".join(literal(part) for part in (
+        f"git_sha {versions.get('git_sha', '?')}", f"torch {versions.get('torch', '?')}",
+        "hardware " + ", ".join(f"{k} {v}" for k, v in hardware.items() if k != "platform"),
+        f"data {first.get('data_source', '?')}",
+        "runtime " + ", ".join(f"{r['runtime_s']:.1f} s" for _, r in sorted(by_seed.items())))))
     left, right = st.columns(2)
     left.caption("spec (full arguments; config hash " + literal(config) + ")")
-    left.json(first["spec"], expanded=False)
+    left.json(first["spec"], expanded=True)
     right.caption("versions, hardware, data source")
     right.json({"versions": first["versions"], "hardware": first["hardware"], "data_source": first["data_source"],
-                "sizes": first["sizes"]}, expanded=False)
+                "sizes": first["sizes"]}, expanded=True)
     notes = {r["seed"]: r.get("notes") or {} for r in records}
     if any(notes.values()):
         st.caption("notes (per seed)")
