@@ -442,6 +442,41 @@ def reproduce(
     out.print(f"wrote {path}", highlight=False)
 
 
+@app.command()
+@user_errors
+def report(
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Markdown file to update: the text between its "
+                                            "'bench report' markers is replaced, the rest kept (default: print)."),
+    results_dir: Optional[Path] = PublishedOption,
+) -> None:
+    """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), e.g.
+    bench report --out docs/results.md."""
+    from bench.results.leaderboard import aggregate, seed_frame
+    from bench.results.store import PUBLISHED_RESULTS, ResultStore
+    from bench.results.views import report as render
+    from bench.results.views import splice
+
+    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
+                        else PUBLISHED_RESULTS)
+    store.check_exists()
+    records, problems = store.read()
+    for problem in problems:
+        err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)
+    if not records:
+        raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
+    source = store.root.as_posix() if store.root.is_absolute() else f"{store.root.as_posix()}/"
+    text = render(aggregate(seed_frame(records), with_order=True), source)
+    if out_path is None:
+        print(text, end="")
+        return
+    from bench.core.files import atomic_writer
+
+    document = out_path.read_text(encoding="utf-8") if out_path.is_file() else ""
+    with atomic_writer(out_path) as handle:
+        handle.write(splice(document, text))
+    out.print(f"wrote {len(records)} records' tables to {plain(out_path)}", highlight=False)
+
+
 def _run_missing(rep, store, table: str, records) -> None:
     from bench.engine.grid import run_grid
     from bench.engine.runner import make_spec

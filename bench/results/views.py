@@ -196,3 +196,65 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     lines = ["| " + " | ".join(str(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines)
+
+
+BEGIN, END = "<!-- bench report: begin -->", "<!-- bench report: end -->"
+
+
+def _mean_std(mean, std, n) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return ""
+    return f"{mean:.3f} ± {std:.3f}" if n and n > 1 and std == std else f"{mean:.3f}"
+
+
+def report(board: pd.DataFrame, source: str) -> str:
+    """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
+    and the attack's first metric (mean ± std over seeds), its random guess and the advantage over it."""
+    headline = headline_metrics(board)
+    up = direction(board)
+    lines = [f"Printed by `bench report` from the records in `{source}` (means ± sample std over seeds; a value "
+             "without ± is one seed). Rank = frontier layer on (headline utility, the attack's first metric), then "
+             "utility; layer 1 is the Pareto frontier. Advantage = attack success minus the random guess scored in "
+             "the same cells, oriented so that positive means the attack beats a guess.", ""]
+    tasks = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index
+    for task in tasks:
+        on_task = board[board["task"] == task]
+        utility = headline.get(task)
+        for attack in sorted(on_task["attack"].unique()):
+            rows = on_task[on_task["attack"] == attack]
+            privacy = [m for m in rows.sort_values("order" if "order" in rows else "metric")["metric"].unique()
+                       if m.startswith(f"privacy/{attack}/")]
+            table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "")
+            if table.empty:
+                continue
+            lines += [f"### {task} · {attack or 'no attack'}", ""]
+            out = pd.DataFrame({"rank": table["rank"], "frontier": table["frontier"].replace(0, ""),
+                                "defense": table["defense"], "arguments": table["defense_args"]})
+            for extra, title in (("server_args", "server"), ("attack_args", "attack args"), ("encoder", "encoder"),
+                                 ("mode", "mode")):
+                if extra in table and table[extra].astype(str).nunique() > 1:
+                    out[title] = table[extra]
+            for metric in filter(None, [utility, privacy[0] if privacy else None]):
+                if metric in table:
+                    title = column_title(metric, up.get(metric, True))
+                    out[title] = [_mean_std(m, s, n) for m, s, n in zip(table[metric], table.get(
+                        f"{metric} std", pd.Series([0.0] * len(table))), table["n"])]
+            if privacy:
+                reference = "random/" + privacy[0].split("/", 1)[1]
+                if reference in table:
+                    out[f"random {short(reference)}"] = table[reference]
+                if "advantage" in table:
+                    out["advantage"] = table["advantage"]
+            out["seeds"] = table["n"].astype(int)
+            lines += [markdown_table(out), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def splice(document: str, generated: str) -> str:
+    """``document`` with the text between the report markers replaced by ``generated`` (markers appended at the
+    end when missing); everything outside the markers is kept."""
+    block = f"{BEGIN}\n{generated}{END}"
+    if BEGIN in document and END in document:
+        head, rest = document.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1]
+    return document.rstrip() + ("\n\n" if document.strip() else "") + block + "\n"
