@@ -124,13 +124,18 @@ def main() -> None:
     st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
     st.title("Privacy-utility leaderboard")
     root = choose_source()
-    board_tab, deniability_tab, paper_tab = st.tabs(["Leaderboard", "Plausible deniability", "Paper vs ours"])
-    with board_tab:
-        leaderboard(root)
-    with deniability_tab:
-        render_deniability(root)
-    with paper_tab:
-        render_reproduction(root)
+    # only the open tab runs (a widget change re-renders one view, not three); the tab is kept in the URL
+    board_tab, deniability_tab, paper_tab = st.tabs(["Leaderboard", "Plausible deniability", "Paper vs ours"],
+                                                    key="tab", on_change="rerun", bind="query-params")
+    if board_tab.open:
+        with board_tab:
+            leaderboard(root)
+    if deniability_tab.open:
+        with deniability_tab:
+            render_deniability(root)
+    if paper_tab.open:
+        with paper_tab:
+            render_reproduction(root)
 
 
 def colours(board: pd.DataFrame) -> alt.Scale:
@@ -186,17 +191,35 @@ def leaderboard(root: Path) -> None:
     view = st.radio("view", views, index=views.index(from_url("view", views, views[0])), horizontal=True,
                     key="view", label_visibility="collapsed")
     to_url(view=view if view != views[0] else None)
+    cache_key = (str(root), _stamp(root), (tuple(encoders), tuple(defenses), tuple(modes)))
     if view == "Sweeps":
-        render_sweeps(shown, task, attack)
+        render_sweeps(task, attack, cache_key)
     elif view == "Adaptation":
         render_adaptation(shown, task)
     else:
-        privacy_view(shown, board, seeds, raw, task, attack)
+        privacy_view(shown, board, seeds, raw, task, attack, cache_key)
 
 
-def privacy_view(shown, board, seeds, raw, task: str, attack: str) -> None:
+def _filtered(root: str, stamp: tuple, task: str, filters: tuple) -> pd.DataFrame:
+    board = load(root, stamp)[0]
+    encoders, defenses, modes = filters
+    return board[(board["task"] == task) & board["encoder"].isin(encoders) & board["defense"].isin(defenses)
+                 & board["mode"].isin(modes)]
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def ranked_and_chart(root: str, stamp: tuple, task: str, filters: tuple, attack: str, utility: str,
+                     privacy: str) -> tuple[pd.DataFrame, dict | None]:
+    """The ranked table and the scatter's Vega-Lite spec of one view, computed once per view and data change
+    (building and validating the layered chart is most of a re-render otherwise)."""
+    board = load(root, stamp)[0]
+    table = ranked(_filtered(root, stamp, task, filters), task, attack, utility, privacy)
+    chart = scatter(table, utility, privacy, direction(board), colours(board))
+    return table, chart.to_dict() if chart is not None else None
+
+
+def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tuple) -> None:
     """The attack's privacy-utility scatter with its frontier and references, the ranked table, provenance."""
-    up = direction(board)
     headline = headline_metrics(board).get(task)
     rows = shown[shown["attack"] == attack]
     utility_metrics = sorted({m for m in shown["metric"] if m.startswith("utility/")}, key=lambda m: (m != headline, m))
@@ -213,10 +236,10 @@ def privacy_view(shown, board, seeds, raw, task: str, attack: str) -> None:
                    format_func=short)
     privacy = pick("attack metric", privacy_metrics, privacy_metrics[0], f"privacy:{task}:{attack}", "privacy",
                    right, format_func=short)
-    table = ranked(shown, task, attack, utility, privacy)
-    chart = scatter(table, utility, privacy, up, colours(board))
-    if chart is not None:
-        st.altair_chart(chart, width="stretch")
+    root, stamp, filters = cache_key
+    table, spec = ranked_and_chart(root, stamp, task, filters, attack, utility, privacy)
+    if spec is not None:
+        st.vega_lite_chart(spec=spec, width="stretch")
     st.caption(
         "Points: means over seeds; bars: ± one sample std (none for a single seed). Black line: the Pareto "
         "frontier (no other setting is both at least as useful and at least as private). Dashed: the random "
@@ -353,13 +376,14 @@ def provenance(table: pd.DataFrame, seeds: pd.DataFrame, raw: dict, event) -> No
         st.json(notes, expanded=True)
 
 
-def render_sweeps(shown: pd.DataFrame, task: str, attack: str) -> None:
-    """One privacy-parameter sweep at a time: utility and attack success against the parameter."""
+@st.cache_data(show_spinner=False, max_entries=32)
+def sweep_groups(root: str, stamp: tuple, task: str, filters: tuple, attack: str) -> dict[str, pd.DataFrame]:
+    """The sweeps against ``attack`` (or no attack) under the filters, by a label naming everything that is held
+    fixed: defense and its other arguments, encoder, mode, attack arguments and training size."""
+    shown = _filtered(root, stamp, task, filters)
     found = sweeps(shown[shown["attack"].isin([attack, ""])])
-    st.subheader(f"Privacy parameter sweeps on {literal(task)}")
     if found.empty:
-        st.info(f"No sweep (settings differing in one numeric argument) against {literal(attack)} here.")
-        return
+        return {}
     keys = ["defense", "fixed", "encoder", "mode", "attack", "attack_args", "parameter", "n_train", "n_eval"]
     groups = {}
     for values, rows in found.groupby(keys, dropna=False, sort=True):
@@ -367,14 +391,33 @@ def render_sweeps(shown: pd.DataFrame, task: str, attack: str) -> None:
         label = (f"{d} ({fixed or 'no other parameters'}) · {encoder} · {mode} · "
                  f"{att or 'no attack'}{f'({att_args})' if att_args else ''} · n_train {n_train}: {parameter}")
         groups[label] = rows
+    return groups
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def sweep_spec(root: str, stamp: tuple, task: str, filters: tuple, attack: str, label: str,
+               metrics: tuple) -> dict:
+    return sweep_chart(sweep_groups(root, stamp, task, filters, attack)[label], list(metrics)).to_dict()
+
+
+def render_sweeps(task: str, attack: str, cache_key: tuple) -> None:
+    """One privacy-parameter sweep at a time: utility and attack success against the parameter."""
+    root, stamp, filters = cache_key
+    groups = sweep_groups(root, stamp, task, filters, attack)
+    st.subheader(f"Privacy parameter sweeps on {literal(task)}")
+    if not groups:
+        st.info(f"No sweep (settings differing in one numeric argument) against {literal(attack)} here.")
+        return
     labels = list(groups)
     label = pick("sweep", labels, labels[0], f"sweep:{task}:{attack}", "sweep")
     rows = groups[label]
-    known = sorted(m for m in rows["metric"].unique() if m.startswith(("utility/", f"privacy/{rows['attack'].iloc[0]}/",
-                                                                       f"random/{rows['attack'].iloc[0]}/")))
+    swept = rows["attack"].iloc[0]
+    known = sorted(m for m in rows["metric"].unique()
+                   if m.startswith(("utility/", f"privacy/{swept}/", f"random/{swept}/")))
     chosen = st.multiselect("metrics", known, default=known, key=f"sweep-metrics:{label}")
     if chosen:
-        st.altair_chart(sweep_chart(rows, chosen), width="stretch")
+        st.vega_lite_chart(spec=sweep_spec(root, stamp, task, filters, attack, label, tuple(chosen)),
+                           width="stretch")
 
 
 def render_adaptation(shown: pd.DataFrame, task: str) -> None:

@@ -99,6 +99,9 @@ def test_widget_labels_render_names_literally(app):
 
 
 def test_captions_and_notes_render_file_contents_literally(app):
+    app.query_params["tab"] = "Plausible deniability"  # only the open tab renders
+    app.run()
+    assert not app.exception
     captions = [rendered(caption.value, ("code",)) for caption in app.caption]
     assert any(c.startswith("**m** · [e](javascript:x) · 4 tokens × T=1000") for c in captions), captions
     assert any("bench `x` ``y`` <b>z</b>" in c for c in captions), captions

@@ -29,9 +29,12 @@ def board_with_two_defenses(root: Path) -> None:
 def run_app(monkeypatch):
     """Start the app on a results folder (the variable stays set for later reruns of the app)."""
 
-    def start(results: Path) -> AppTest:
+    def start(results: Path, tab: str | None = None) -> AppTest:
         monkeypatch.setenv("BENCH_RESULTS_DIR", str(results))
-        return AppTest.from_file(APP, default_timeout=60).run()
+        app = AppTest.from_file(APP, default_timeout=60)
+        if tab is not None:  # only the open tab renders; the URL opens one
+            app.query_params["tab"] = tab
+        return app.run()
 
     return start
 
@@ -234,7 +237,9 @@ def test_deniability_tab_plots_n_w_and_s_w_against_eta(tmp_path, run_app):
     app = run_app(tmp_path)
     assert not app.exception
     assert [tab.label for tab in app.tabs] == ["Leaderboard", "Plausible deniability", "Paper vs ours"]
-    assert "bench summarize" in app.info[0].value  # the leaderboard tab still explains itself
+    assert "bench run" in app.info[0].value and not app.warning  # the leaderboard explains itself; one tab runs
+    app = run_app(tmp_path, "Plausible deniability")
+    assert not app.exception and not app.subheader
     assert "deniability\\-broken\\.json" in app.warning[0].value  # a bad file is named (shown literally) and skipped
     selections = app.dataframe[0].value.set_index("rule")
     assert selections.loc["worst case", "selected eta"] == "30"
@@ -248,7 +253,7 @@ def test_deniability_tab_plots_n_w_and_s_w_against_eta(tmp_path, run_app):
 
 
 def test_deniability_tab_without_analysis_says_how_to_make_one(tmp_path, run_app):
-    app = run_app(tmp_path)
+    app = run_app(tmp_path, "Plausible deniability")
     assert not app.exception
     assert any("bench analyze deniability" in info.value for info in app.info)
 
@@ -256,7 +261,7 @@ def test_deniability_tab_without_analysis_says_how_to_make_one(tmp_path, run_app
 @pytest.mark.skipif(not (REPO_RESULTS / "analysis" / "deniability-minilm.json").is_file(),
                     reason="no committed deniability analysis")
 def test_committed_deniability_analysis_renders(run_app):
-    app = run_app(REPO_RESULTS)
+    app = run_app(REPO_RESULTS, "Plausible deniability")
     assert not app.exception
     assert not app.warning  # the committed file reads cleanly
     assert any("N_w" in chart.proto.spec for chart in app.get("vega_lite_chart"))
@@ -319,7 +324,7 @@ def test_paper_vs_ours_tab_shows_rows_and_claims(tmp_path, run_app):
     store = toy_results(tmp_path)
     reproduce.write_report(tmp_path, reproduce.reproduce(tmp_path, "toy", store.read()[0]))
     (tmp_path / "reproduction" / "broken.json").write_text("{not json")
-    app = run_app(tmp_path)
+    app = run_app(tmp_path, "Paper vs ours")
     assert not app.exception
     assert any("broken.json" in warning.value for warning in app.warning)  # named and skipped
     claims = app.dataframe[0].value.set_index("claim")
@@ -335,14 +340,14 @@ def test_paper_vs_ours_tab_shows_rows_and_claims(tmp_path, run_app):
 
 
 def test_paper_vs_ours_tab_without_reports_says_how_to_make_one(tmp_path, run_app):
-    app = run_app(tmp_path)
+    app = run_app(tmp_path, "Paper vs ours")
     assert not app.exception
     assert any("bench reproduce" in info.value for info in app.info)
 
 
 @pytest.mark.skipif(not list((REPO_RESULTS / "reproduction").glob("*.json")), reason="no committed reports")
 def test_committed_reproduction_reports_render(run_app):
-    app = run_app(REPO_RESULTS)
+    app = run_app(REPO_RESULTS, "Paper vs ours")
     assert not app.exception
     assert not [w for w in app.warning if "reproduction" in w.value]  # every committed report reads cleanly
     assert any(set(frame.value.columns) >= {"claim", "ours", "paper"} for frame in app.dataframe)
