@@ -212,10 +212,19 @@ def ranked_and_chart(root: str, stamp: tuple, task: str, filters: tuple, attack:
                      privacy: str) -> tuple[pd.DataFrame, dict | None]:
     """The ranked table and the scatter's Vega-Lite spec of one view, computed once per view and data change
     (building and validating the layered chart is most of a re-render otherwise)."""
-    board = load(root, stamp)[0]
+    board, _, raw, _ = load(root, stamp)
     table = ranked(_filtered(root, stamp, task, filters), task, attack, utility, privacy)
+    if not table.empty:
+        table["majority"] = [_majority(raw.get(h, []), short(utility)) for h in table["config_hash"]]
     chart = scatter(table, utility, privacy, direction(board), colours(board))
     return table, chart.to_dict() if chart is not None else None
+
+
+def _majority(records: list[dict], metric: str) -> float:
+    """The mean over seeds of the cell's majority-class utility note (NaN for records made before it existed)."""
+    values = [r.get("notes", {}).get("majority_utility", {}).get(metric) for r in records]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return sum(values) / len(values) if values else float("nan")
 
 
 def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tuple) -> None:
@@ -243,8 +252,9 @@ def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tu
     st.caption(
         "Points: means over seeds; bars: ± one sample std (none for a single seed). Black line: the Pareto "
         "frontier (no other setting is both at least as useful and at least as private). Dashed: the random "
-        "guess scored in these same cells (band: its range over them). The undefended setting is labelled; "
-        "the majority-class utility is not in the records, so it is not drawn."
+        "guess scored in these same cells (band: its range over them). The undefended setting is labelled; the "
+        "dotted vertical line is the majority-class utility of these cells (records from before it was noted "
+        "have none, so it is missing on the published board until they are re-run)."
     )
     st.markdown("**Ranked settings** · rank = frontier layer on the two metrics above (1 = on the frontier), "
                 "then utility; *advantage* = attack success minus the random guess of the same cells.")
@@ -305,6 +315,13 @@ def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, scale: al
         chart += alt.Chart(rule).mark_rule(strokeDash=[6, 4], color="gray").encode(y="random:Q")
         chart += alt.Chart(rule).mark_text(align="left", dy=-6, color="gray").encode(
             y="random:Q", text="what:N", x=alt.value(4))
+    if "majority" in points and points["majority"].notna().any():
+        cells = int(points["majority"].notna().sum())
+        floor = pd.DataFrame({"utility": [points["majority"].mean()],
+                              "what": [f"majority class ({cells} cell{'s' if cells > 1 else ''})"]})
+        chart += alt.Chart(floor).mark_rule(strokeDash=[2, 3], color="gray").encode(x="utility:Q")
+        chart += alt.Chart(floor).mark_text(align="left", dx=4, color="gray", angle=270, baseline="bottom").encode(
+            x="utility:Q", y=alt.value(4), text="what:N")
     plain = points[points["defense"] == "none"].assign(what="undefended")
     if len(plain):
         chart += alt.Chart(plain).mark_text(align="left", dx=8, dy=-8, fontWeight="bold", color="#555").encode(

@@ -22,6 +22,8 @@ def test_run_appends_one_valid_record(tiny_data, results):
     assert "privacy/rss/identity" in result.output and "random guess" in result.output
     lines = (results / "records" / "texthide.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["spec"]["defense_args"] == {"m": 256, "k": 4}
+    majority = json.loads(lines[0])["notes"]["majority_utility"]  # the dashboard's majority-class reference
+    assert set(majority) == {"accuracy"} and 0.0 < majority["accuracy"] < 1.0
 
 
 def test_runs_go_to_bench_results_not_the_published_board(tiny_data, tmp_path, monkeypatch):

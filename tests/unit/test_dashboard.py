@@ -61,6 +61,16 @@ def test_table_and_scatter(tmp_path, run_app):
     assert '"rule"' in proto.spec and "random guess" in data  # the random-guess reference of these cells
     assert "Pareto frontier" in data and "undefended" in data and "better" in data
     assert "higher = more useful" in proto.spec and "higher = more recovered" in proto.spec
+    assert "majority class" not in data  # these records carry no majority_utility note
+
+
+def test_majority_class_reference_comes_from_the_cells_notes(tmp_path, run_app):
+    store = ResultStore(tmp_path)
+    for seed, floor in ((0, 0.5), (1, 0.6)):
+        store.append(make_record(seed, notes={"majority_utility": {"accuracy": floor}}))
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert "majority class (1 cell)" in chart_data(app.get("vega_lite_chart")[0])
 
 
 def test_filters_follow_the_data_and_narrow_the_table(tmp_path, run_app):
