@@ -66,7 +66,7 @@ def server():
                                 "--results-dir", str(ROOT / "results")], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + 40 * OVERLOAD
     while True:
         try:
             with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
