@@ -1,103 +1,449 @@
-"""Streamlit privacy-utility leaderboard over results/ (CSV and JSON only: no torch, no pickle).
+"""Streamlit privacy-utility leaderboard over a results folder (JSON lines, CSV and JSON only: no torch, no pickle).
 
-Run with ``bench dashboard``. Reads ``<results>/leaderboard.csv`` (written by ``bench summarize``) and
-``<results>/analysis/deniability-*.json`` (written by ``bench analyze deniability``) and
-``<results>/reproduction/*.json`` (written by ``bench reproduce``) from
-``$BENCH_RESULTS_DIR`` or ``./results``.
+Run with ``bench dashboard``. Two sources: your runs (``$BENCH_RESULTS_DIR``, else ``./bench-results``, where
+``bench run`` writes) and the published board (the checkout's committed ``results/``); the sidebar switches
+between them. The board is built from ``<results>/records/*.jsonl`` (a folder with only ``leaderboard.csv``
+is read from that, without provenance); the other tabs read ``<results>/analysis/deniability-*.json`` and
+``<results>/reproduction/*.json``. Data are read once per change of the files (``st.cache_data``); the
+view's state (source, task, attack, view, metrics, row) is kept in the URL.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from bench.results.store import ResultStore
+from bench.results.leaderboard import aggregate, seed_frame
+from bench.results.store import ResultStore, default_results_dir
+from bench.results.views import (
+    axis_title,
+    direction,
+    display_columns,
+    headline_metrics,
+    is_test_encoder,
+    ranked,
+    short,
+)
 from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
 from dashboard.deniability import render_deniability
 from dashboard.markdown import literal
 from dashboard.reproduction import render_reproduction
-from dashboard.sweeps import sweep_chart, sweeps, with_settings
+from dashboard.sweeps import sweep_chart, sweeps
 
-CONFIG_KEYS = ["task", "encoder", "defense", "defense_args", "attack", "mode", "n_train", "n_eval", "config_hash"]
-
-
-@st.cache_data(show_spinner=False)
-def load_board(path: str, mtime: float) -> pd.DataFrame:
-    """The leaderboard table (``mtime`` invalidates the cache when the file changes)."""
-    board = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    board["defense_args"] = board["defense_args"].fillna("").astype(str)
-    board = with_settings(board)  # a setting is the client's mechanism and the server's options together
-    board["attack"] = board["attack"].fillna("").astype(str)
-    return board
+PUBLISHED = Path(__file__).resolve().parents[1] / "results"
+# one colour per defense on every chart (Tableau 20, assigned in name order over the whole board)
+PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
+           "#bab0ac", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#393b79"]
+VIEWS = ["Privacy vs utility", "Sweeps", "Adaptation"]
 
 
-def point_label(row: pd.Series) -> str:
-    """``texthide(m=256,k=4)``, or the bare name for a defense without parameters."""
-    return f"{row['defense']}({row['defense_args']})" if row["defense_args"] else row["defense"]
+def _stamp(root: Path) -> tuple:
+    """What the cache is keyed on: every input file with its size and modification time."""
+    files = sorted((root / "records").glob("*.jsonl")) if (root / "records").is_dir() else []
+    files += [root / "leaderboard.csv"] if (root / "leaderboard.csv").is_file() else []
+    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
 
 
-def wide_table(board: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration, one column per metric, cells ``mean ± std (n)``."""
-    cells = board.assign(
-        value=board.apply(lambda r: f"{r['mean']:.3f} ± {r['std']:.3f} (n={int(r['n'])})", axis=1)
+@st.cache_data(show_spinner=False, max_entries=8)
+def load(root: str, stamp: tuple) -> tuple[pd.DataFrame, pd.DataFrame, dict, list[str]]:
+    """(board, per-seed values, raw records by config hash, problems): from the records when there are any,
+    else from ``leaderboard.csv`` (no per-seed values then)."""
+    store = ResultStore(root)
+    records, problems = store.read()
+    if records:
+        seeds = seed_frame(records)
+        board = aggregate(seeds, with_order=True)
+        raw: dict[str, list[dict]] = {}
+        for record in records:
+            raw.setdefault(record.config_hash, []).append(record.model_dump(mode="json"))
+    elif store.leaderboard_path.is_file():
+        board = pd.read_csv(store.leaderboard_path, keep_default_na=False, na_values=[""])
+        seeds, raw = pd.DataFrame(), {}
+    else:
+        return pd.DataFrame(), pd.DataFrame(), {}, [str(p) for p in problems]
+    for column in ("defense_args", "server_args", "attack", "attack_args", "mode"):
+        if column not in board:
+            board[column] = ""
+        board[column] = board[column].astype("string").fillna("").astype(str)
+    return board, seeds, raw, [str(p) for p in problems]
+
+
+def from_url(name: str, options: list, fallback):
+    """The URL's value of ``name`` when it is one of ``options``, else ``fallback``."""
+    value = st.query_params.get(name)
+    return value if value in options else fallback
+
+
+def to_url(**values) -> None:
+    for name, value in values.items():
+        if value is None or value == "":
+            st.query_params.pop(name, None)
+        else:
+            st.query_params[name] = str(value)
+
+
+def pick(label: str, options: list, fallback, key: str, url: str, container=st, **kwargs):
+    """A selectbox whose first value comes from the URL (``url``) and whose choice goes back to it (only when it
+    is not the default, so a metric chosen on one task does not override another task's headline)."""
+    fallback = fallback if fallback in options else options[0]
+    default = from_url(url, options, fallback)
+    value = container.selectbox(label, options, index=options.index(default), key=key, **kwargs)
+    to_url(**{url: value if value != fallback else None})
+    return value
+
+
+def sources() -> dict[str, Path]:
+    """Your runs and the published board (one entry when they are the same folder)."""
+    yours = default_results_dir()
+    if yours.resolve() == PUBLISHED.resolve():
+        return {f"published ({PUBLISHED.name}/ of this checkout)": PUBLISHED}
+    return {f"your runs ({yours})": yours, f"published ({PUBLISHED.name}/ of this checkout)": PUBLISHED}
+
+
+def choose_source() -> Path:
+    found = sources()
+    labels = list(found)
+    yours = found[labels[0]]
+    explicit = "BENCH_RESULTS_DIR" in os.environ
+    fallback = labels[0] if explicit or _stamp(yours) or len(labels) == 1 else labels[1]
+    names = {"yours": labels[0], "published": labels[-1]}
+    default = names.get(st.query_params.get("source", ""), fallback)
+    label = st.sidebar.radio("results", labels, index=labels.index(default), key="source")
+    to_url(source=None if label == fallback else "yours" if label == labels[0] else "published")
+    return found[label]
+
+
+def main() -> None:
+    """The page: the leaderboard, plausible deniability and paper-vs-ours tabs."""
+    st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
+    st.title("Privacy-utility leaderboard")
+    root = choose_source()
+    # only the open tab runs (a widget change re-renders one view, not three); the tab is kept in the URL
+    board_tab, deniability_tab, paper_tab = st.tabs(["Leaderboard", "Plausible deniability", "Paper vs ours"],
+                                                    key="tab", on_change="rerun", bind="query-params")
+    if board_tab.open:
+        with board_tab:
+            leaderboard(root)
+    if deniability_tab.open:
+        with deniability_tab:
+            render_deniability(root)
+    if paper_tab.open:
+        with paper_tab:
+            render_reproduction(root)
+
+
+def colours(board: pd.DataFrame) -> alt.Scale:
+    """The fixed defense -> colour scale of every chart."""
+    names = sorted(board["defense"].unique())
+    return alt.Scale(domain=names, range=[PALETTE[i % len(PALETTE)] for i in range(len(names))])
+
+
+def default_task(board: pd.DataFrame) -> str:
+    """The task with the most configurations (SST-2 on the published board)."""
+    counts = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable")
+    return counts.index[0]
+
+
+def leaderboard(root: Path) -> None:
+    """Filters, then one view: privacy against utility with the ranked table and provenance, sweeps or
+    adaptation."""
+    board, seeds, raw, problems = load(str(root), _stamp(root))
+    for problem in problems:
+        st.warning(literal(problem))
+    if board.empty:
+        st.info(f"No records in {literal(root)}: run `bench run ...` (records go to {literal(root / 'records')}); "
+                "`bench summarize` writes the leaderboard CSV.")
+        return
+    sidebar = st.sidebar
+    sidebar.header("Filters")
+    tasks = sorted(board["task"].unique())
+    task = pick("task", tasks, default_task(board), "task", "task", sidebar)
+    on_task = board[board["task"] == task]
+    attacks_known = sorted(a for a in on_task["attack"].unique() if a)
+    if not attacks_known:
+        st.info(f"No attacked cells on {literal(task)}: run a cell with `--attack`.")
+        return
+    busiest = on_task[on_task["attack"] != ""].groupby("attack")["config_hash"].nunique().idxmax()
+    attack = pick("attack", attacks_known, busiest, f"attack:{task}", "attack", sidebar)
+    encoders_all = sorted(on_task["encoder"].unique())
+    tests = [e for e in encoders_all if is_test_encoder(e)]
+    show_tests = bool(tests) and (len(tests) == len(encoders_all) or sidebar.checkbox(
+        f"show test encoders ({len(tests)}: mock-*)", value=False, key=f"mocks:{task}"))
+    encoders_known = [e for e in encoders_all if show_tests or not is_test_encoder(e)]
+    encoders = sidebar.multiselect("encoder", encoders_known, default=encoders_known,
+                                   key=f"encoder:{task}:{show_tests}")
+    defenses_known = sorted(on_task["defense"].unique())
+    defenses = sidebar.multiselect("defense", defenses_known, default=defenses_known, key=f"defense:{task}")
+    modes_known = sorted(on_task["mode"].unique())
+    modes = sidebar.multiselect("mode", modes_known, default=modes_known, key=f"mode:{task}")
+    shown = on_task[on_task["encoder"].isin(encoders) & on_task["defense"].isin(defenses) & on_task["mode"].isin(modes)]
+    if shown.empty:
+        st.info("No results match these filters.")
+        return
+
+    views = [v for v in VIEWS if v != "Adaptation" or shown["server_args"].str.contains("adapt=").any()]
+    view = st.radio("view", views, index=views.index(from_url("view", views, views[0])), horizontal=True,
+                    key="view", label_visibility="collapsed")
+    to_url(view=view if view != views[0] else None)
+    cache_key = (str(root), _stamp(root), (tuple(encoders), tuple(defenses), tuple(modes)))
+    if view == "Sweeps":
+        render_sweeps(task, attack, cache_key)
+    elif view == "Adaptation":
+        render_adaptation(shown, task)
+    else:
+        privacy_view(shown, board, seeds, raw, task, attack, cache_key)
+
+
+def _filtered(root: str, stamp: tuple, task: str, filters: tuple) -> pd.DataFrame:
+    board = load(root, stamp)[0]
+    encoders, defenses, modes = filters
+    return board[(board["task"] == task) & board["encoder"].isin(encoders) & board["defense"].isin(defenses)
+                 & board["mode"].isin(modes)]
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def ranked_and_chart(root: str, stamp: tuple, task: str, filters: tuple, attack: str, utility: str,
+                     privacy: str) -> tuple[pd.DataFrame, dict | None]:
+    """The ranked table and the scatter's Vega-Lite spec of one view, computed once per view and data change
+    (building and validating the layered chart is most of a re-render otherwise)."""
+    board, _, raw, _ = load(root, stamp)
+    table = ranked(_filtered(root, stamp, task, filters), task, attack, utility, privacy)
+    if not table.empty:
+        table["majority"] = [_majority(raw.get(h, []), short(utility)) for h in table["config_hash"]]
+    chart = scatter(table, utility, privacy, direction(board), colours(board))
+    return table, chart.to_dict() if chart is not None else None
+
+
+def _majority(records: list[dict], metric: str) -> float:
+    """The mean over seeds of the cell's majority-class utility note (NaN for records made before it existed)."""
+    values = [r.get("notes", {}).get("majority_utility", {}).get(metric) for r in records]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tuple) -> None:
+    """The attack's privacy-utility scatter with its frontier and references, the ranked table, provenance."""
+    headline = headline_metrics(board).get(task)
+    rows = shown[shown["attack"] == attack]
+    utility_metrics = sorted({m for m in shown["metric"] if m.startswith("utility/")}, key=lambda m: (m != headline, m))
+    privacy_metrics = sorted({m for m in rows["metric"] if m.startswith(f"privacy/{attack}/")})
+    if "order" in rows and privacy_metrics:  # the attack's first declared metric is its headline
+        firsts = rows[rows["metric"].isin(privacy_metrics)].groupby("metric")["order"].min()
+        privacy_metrics.sort(key=lambda m: (firsts.get(m, 0), m))
+    st.subheader(f"{literal(attack)}: privacy against utility on {literal(task)}")
+    if not utility_metrics or not privacy_metrics:
+        st.info("These cells have no utility or no attack metric to plot.")
+        return
+    left, right = st.columns(2)
+    utility = pick("utility metric", utility_metrics, headline, f"utility:{task}", "utility", left,
+                   format_func=short)
+    privacy = pick("attack metric", privacy_metrics, privacy_metrics[0], f"privacy:{task}:{attack}", "privacy",
+                   right, format_func=short)
+    root, stamp, filters = cache_key
+    table, spec = ranked_and_chart(root, stamp, task, filters, attack, utility, privacy)
+    if spec is not None:
+        st.vega_lite_chart(spec=spec, width="stretch")
+    st.caption(
+        "Points: means over seeds; bars: ± one sample std (none for a single seed). Black line: the Pareto "
+        "frontier (no other setting is both at least as useful and at least as private). Dashed: the random "
+        "guess scored in these same cells (band: its range over them). The undefended setting is labelled; the "
+        "dotted vertical line is the majority-class utility of these cells (records from before it was noted "
+        "have none, so it is missing on the published board until they are re-run)."
     )
-    table = cells.pivot_table(index=CONFIG_KEYS, columns="metric", values="value", aggfunc="first")
-    return table.reset_index().drop(columns=["config_hash"])
+    st.markdown("**Ranked settings** · rank = frontier layer on the two metrics above (1 = on the frontier), "
+                "then utility; *advantage* = attack success minus the random guess of the same cells.")
+    shown_table = display_columns(table, board, headline)
+    event = st.dataframe(shown_table, hide_index=True, width="stretch", on_select="rerun",
+                         selection_mode="single-row", key=f"table:{task}:{attack}:{utility}:{privacy}",
+                         column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                        for c in shown_table.columns if shown_table[c].dtype.kind == "f"
+                                        and c != "seeds"})
+    downloads(table, raw, task, attack)
+    provenance(table, seeds, raw, event)
 
 
-def scatter(board: pd.DataFrame, attack: str, utility: str, privacy: str) -> alt.Chart | None:
-    """Privacy (attack success) against utility, one labelled point per defense setting."""
-    keys = CONFIG_KEYS
-    x = board[board["metric"] == utility].set_index(keys)["mean"].rename("utility")
-    y = board[board["metric"] == f"privacy/{attack}/{privacy}"].set_index(keys)["mean"].rename("privacy")
-    points = pd.concat([x, y], axis=1, join="inner").reset_index()
+def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, scale: alt.Scale) -> alt.LayerChart | None:
+    """Attack success against utility: one point per setting (colour = defense, shape = encoder), error bars,
+    the Pareto frontier, the random guess of the same cells, the undefended label and the better corner."""
+    if table.empty or utility not in table or privacy not in table:
+        return None
+    points = table.dropna(subset=[utility, privacy]).copy()
     if points.empty:
         return None
-    points["label"] = points.apply(point_label, axis=1)
-    base = alt.Chart(points).encode(
-        x=alt.X("utility:Q", title=utility, scale=alt.Scale(zero=False)),
-        y=alt.Y("privacy:Q", title=f"{attack} {privacy} (higher = more recovered)"),
-        tooltip=["label", "encoder", "mode", "utility", "privacy"],
-    )
-    chart = base.mark_circle(size=90).encode(color="defense:N") + base.mark_text(
-        align="left", dx=7, dy=-6
-    ).encode(text="label:N")
-    random_rows = board[board["metric"] == f"random/{attack}/{privacy}"]
-    if not random_rows.empty:
-        rule = pd.DataFrame({"random": [random_rows["mean"].mean()], "what": ["random guess"]})
+    points["label"] = [f"{d}({a})" if a else d for d, a in zip(points["defense"], points["defense_args"])]
+    points["utility"], points["privacy"] = points[utility], points[privacy]
+    for column, metric in (("u_std", utility), ("p_std", privacy)):
+        points[column] = points.get(f"{metric} std", pd.Series(0.0, index=points.index)).fillna(0.0)
+    points = points.assign(u_lo=points["utility"] - points["u_std"], u_hi=points["utility"] + points["u_std"],
+                           p_lo=points["privacy"] - points["p_std"], p_hi=points["privacy"] + points["p_std"])
+    u_up, p_up = up.get(utility, True), up.get(privacy, True)
+    x = alt.X("utility:Q", title=axis_title(utility, u_up), scale=alt.Scale(zero=False))
+    y = alt.Y("privacy:Q", title=axis_title(privacy, p_up), scale=alt.Scale(zero=False))
+    tooltip = ["label", "encoder", "mode", "attack_args", "n", alt.Tooltip("utility:Q", format=".3f"),
+               alt.Tooltip("u_std:Q", format=".3f"), alt.Tooltip("privacy:Q", format=".3f"),
+               alt.Tooltip("p_std:Q", format=".3f"), "frontier"]
+    base = alt.Chart(points).encode(x=x, y=y)
+    spread = points[(points["u_std"] > 0) | (points["p_std"] > 0)]
+    chart = base.mark_point(filled=True, size=90, opacity=0.9).encode(
+        color=alt.Color("defense:N", scale=scale, title="defense",
+                        legend=alt.Legend(values=sorted(points["defense"].unique()))),
+        shape=alt.Shape("encoder:N", title="encoder"), tooltip=tooltip)
+    if not spread.empty:
+        bars = alt.Chart(spread)
+        chart += bars.mark_rule(opacity=0.5).encode(x="u_lo:Q", x2="u_hi:Q", y="privacy:Q",
+                                                    color=alt.Color("defense:N", scale=scale))
+        chart += bars.mark_rule(opacity=0.5).encode(x="utility:Q", y="p_lo:Q", y2="p_hi:Q",
+                                                    color=alt.Color("defense:N", scale=scale))
+    front = points[points["frontier"] == 1].sort_values("utility", ascending=u_up)
+    if len(front):
+        front = front.assign(what="Pareto frontier")
+        chart += alt.Chart(front).mark_line(color="black", strokeWidth=2, interpolate="step-before",
+                                            point=alt.OverlayMarkDef(color="black", size=20)).encode(
+            x="utility:Q", y="privacy:Q", tooltip=["what", "label"])
+    reference = "random/" + privacy.split("/", 1)[1]
+    if reference in points and points[reference].notna().any():
+        values = points[reference].dropna()
+        rule = pd.DataFrame({"random": [values.mean()], "low": [values.min()], "high": [values.max()],
+                             "what": [f"random guess ({len(values)} cells)"]})
+        chart += alt.Chart(rule).mark_rect(opacity=0.12, color="gray").encode(y="low:Q", y2="high:Q")
         chart += alt.Chart(rule).mark_rule(strokeDash=[6, 4], color="gray").encode(y="random:Q")
         chart += alt.Chart(rule).mark_text(align="left", dy=-6, color="gray").encode(
-            y="random:Q", text="what:N", x=alt.value(4)
-        )
-    return chart.properties(height=380)
+            y="random:Q", text="what:N", x=alt.value(4))
+    if "majority" in points and points["majority"].notna().any():
+        cells = int(points["majority"].notna().sum())
+        floor = pd.DataFrame({"utility": [points["majority"].mean()],
+                              "what": [f"majority class ({cells} cell{'s' if cells > 1 else ''})"]})
+        chart += alt.Chart(floor).mark_rule(strokeDash=[2, 3], color="gray").encode(x="utility:Q")
+        chart += alt.Chart(floor).mark_text(align="left", dx=4, color="gray", angle=270, baseline="bottom").encode(
+            x="utility:Q", y=alt.value(4), text="what:N")
+    plain = points[points["defense"] == "none"].assign(what="undefended")
+    if len(plain):
+        chart += alt.Chart(plain).mark_text(align="left", dx=8, dy=-8, fontWeight="bold", color="#555").encode(
+            x="utility:Q", y="privacy:Q", text="what:N")
+    best_x = points["utility"].max() if u_up else points["utility"].min()
+    best_y = points["privacy"].min() if p_up else points["privacy"].max()
+    corner = pd.DataFrame({"utility": [best_x], "privacy": [best_y], "what": ["better ★"]})
+    chart += alt.Chart(corner).mark_text(align="right", baseline="bottom" if p_up else "top", dy=-4 if p_up else 4,
+                                         color="seagreen", fontWeight="bold").encode(
+        x="utility:Q", y="privacy:Q", text="what:N")
+    return chart.properties(height=420)
 
 
-def render_sweeps(shown: pd.DataFrame, task: str) -> None:
-    """One chart per privacy-parameter sweep: utility and attack success against the parameter."""
-    found = sweeps(shown)
-    if found.empty:
+def downloads(table: pd.DataFrame, raw: dict, task: str, attack: str) -> None:
+    """The view's rows: aggregated (CSV) and the raw records behind them (JSON lines)."""
+    left, right = st.columns(2)
+    left.download_button("download these rows (CSV)", table.to_csv(index=False), f"{task}-{attack}.csv", "text/csv",
+                         key="download-csv")
+    lines = [json.dumps(r) for h in table.get("config_hash", []) for r in raw.get(h, [])]
+    right.download_button("download their records (JSON lines)", "\n".join(lines) + ("\n" if lines else ""),
+                          f"{task}-{attack}.jsonl", "application/x-ndjson", key="download-jsonl",
+                          disabled=not lines)
+
+
+def provenance(table: pd.DataFrame, seeds: pd.DataFrame, raw: dict, event) -> None:
+    """A chosen row's seeds and per-seed values, arguments, hashes, versions, hardware, runtime and notes."""
+    labels = ["(none)"] + [f"{r['rank']}. {r['defense']}({r['defense_args']}) · {r['encoder']} · {r['config_hash']}"
+                           for _, r in table.iterrows()]
+    selected = list(getattr(getattr(event, "selection", None), "rows", []) or [])
+    fallback = labels[selected[0] + 1] if selected and selected[0] + 1 < len(labels) else "(none)"
+    hashes = {label.rsplit(" · ", 1)[-1]: label for label in labels[1:]}
+    wanted = hashes.get(st.query_params.get("row", ""), "(none)")
+    choice = st.selectbox("provenance of (or select a row above)", labels, index=labels.index(wanted),
+                          key="provenance")
+    if selected:
+        choice = fallback
+    if choice == "(none)":
+        to_url(row=None)
         return
+    config = choice.rsplit(" · ", 1)[-1]
+    to_url(row=config)
+    records = raw.get(config, [])
+    if not records:
+        st.info("This board was read from leaderboard.csv: the per-seed records are not there.")
+        return
+    first = records[-1]
+    st.markdown(f"**Provenance of {literal(choice)}**")
+    per_seed = seeds[seeds["config_hash"] == config].pivot_table(index="seed", columns="metric", values="value")
+    by_seed = {r["seed"]: r for r in records}
+    facts = pd.DataFrame([{"seed": s, "run_id": r["run_id"], "git_sha": r["versions"].get("git_sha", ""),
+                           "runtime_s": r["runtime_s"], "data_hash": r["data_hash"][:16], "created_at": r["created_at"]}
+                          for s, r in sorted(by_seed.items())]).set_index("seed")
+    st.dataframe(facts.join(per_seed), width="stretch")
+    versions, hardware = first.get("versions", {}), first.get("hardware", {})
+    st.markdown(" · ".join(literal(part) for part in (
+        f"git_sha {versions.get('git_sha', '?')}", f"torch {versions.get('torch', '?')}",
+        "hardware " + ", ".join(f"{k} {v}" for k, v in hardware.items() if k != "platform"),
+        f"data {first.get('data_source', '?')}",
+        "runtime " + ", ".join(f"{r['runtime_s']:.1f} s" for _, r in sorted(by_seed.items())))))
+    left, right = st.columns(2)
+    left.caption("spec (full arguments; config hash " + literal(config) + ")")
+    left.json(first["spec"], expanded=True)
+    right.caption("versions, hardware, data source")
+    right.json({"versions": first["versions"], "hardware": first["hardware"], "data_source": first["data_source"],
+                "sizes": first["sizes"]}, expanded=True)
+    notes = {r["seed"]: r.get("notes") or {} for r in records}
+    if any(notes.values()):
+        st.caption("notes (per seed)")
+        st.json(notes, expanded=True)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def sweep_groups(root: str, stamp: tuple, task: str, filters: tuple, attack: str) -> dict[str, pd.DataFrame]:
+    """The sweeps against ``attack`` (or no attack) under the filters, by a label naming everything that is held
+    fixed: defense and its other arguments, encoder, mode, attack arguments and training size."""
+    shown = _filtered(root, stamp, task, filters)
+    found = sweeps(shown[shown["attack"].isin([attack, ""])])
+    if found.empty:
+        return {}
+    keys = ["defense", "fixed", "encoder", "mode", "attack", "attack_args", "parameter", "n_train", "n_eval"]
+    groups = {}
+    for values, rows in found.groupby(keys, dropna=False, sort=True):
+        d, fixed, encoder, mode, att, att_args, parameter, n_train, _ = values
+        label = (f"{d} ({fixed or 'no other parameters'}) · {encoder} · {mode} · "
+                 f"{att or 'no attack'}{f'({att_args})' if att_args else ''} · n_train {n_train}: {parameter}")
+        groups[label] = rows
+    return groups
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def sweep_spec(root: str, stamp: tuple, task: str, filters: tuple, attack: str, label: str,
+               metrics: tuple) -> dict:
+    return sweep_chart(sweep_groups(root, stamp, task, filters, attack)[label], list(metrics)).to_dict()
+
+
+def render_sweeps(task: str, attack: str, cache_key: tuple) -> None:
+    """One privacy-parameter sweep at a time: utility and attack success against the parameter."""
+    root, stamp, filters = cache_key
+    groups = sweep_groups(root, stamp, task, filters, attack)
     st.subheader(f"Privacy parameter sweeps on {literal(task)}")
-    for (defense, attack, parameter, fixed), rows in found.groupby(["defense", "attack", "parameter", "fixed"]):
-        known = sorted(m for m in rows["metric"].unique()
-                       if m.startswith("utility/") or m.startswith(f"privacy/{attack}/"))
-        key = f"sweep-{defense}-{attack}-{parameter}-{fixed}"
-        label = (f"{literal(defense)} ({literal(fixed) if fixed else 'no other parameters'}) against "
-                 f"{literal(attack) if attack else 'no attack'}: metrics against {literal(parameter)}")
-        chosen = st.multiselect(label, known + sorted(
-                                    m for m in rows["metric"].unique() if m.startswith(f"random/{attack}/")),
-                                default=known[:4], key=key)
-        if chosen:
-            st.altair_chart(sweep_chart(rows, chosen), width="stretch")
+    if not groups:
+        st.info(f"No sweep (settings differing in one numeric argument) against {literal(attack)} here.")
+        return
+    labels = list(groups)
+    label = pick("sweep", labels, labels[0], f"sweep:{task}:{attack}", "sweep")
+    rows = groups[label]
+    swept = rows["attack"].iloc[0]
+    known = sorted(m for m in rows["metric"].unique()
+                   if m.startswith(("utility/", f"privacy/{swept}/", f"random/{swept}/")))
+    chosen = st.multiselect("metrics", known, default=known, key=f"sweep-metrics:{label}")
+    if chosen:
+        st.vega_lite_chart(spec=sweep_spec(root, stamp, task, filters, attack, label, tuple(chosen)),
+                           width="stretch")
 
 
 def render_adaptation(shown: pd.DataFrame, task: str) -> None:
     """Utility gained by privacy-adaptive pretraining over the unadapted encoder, per privacy parameter."""
     gains = adaptation_gains(shown)
-    if gains.empty:
-        return
     st.subheader(f"Privacy-adaptive pretraining on {literal(task)}: utility gained over the unadapted encoder")
+    if gains.empty:
+        st.info("No adapted setting with an unadapted one to compare.")
+        return
     st.dataframe(gains.drop(columns=["task"]), hide_index=True, width="stretch")
     for (defense, attack, metric), rows in gains.groupby(["defense", "attack", "metric"]):
         parameter = sweep_parameter(rows)
@@ -105,70 +451,6 @@ def render_adaptation(shown: pd.DataFrame, task: str) -> None:
             st.caption(f"{literal(defense)} ({literal(metric)}, cells attacked by "
                        f"{literal(attack) if attack else 'no attack'})")
             st.altair_chart(gain_chart(rows, parameter), width="stretch")
-
-
-def main() -> None:
-    """The page: the leaderboard, plausible deniability and paper-vs-ours tabs."""
-    st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
-    st.title("Privacy-utility leaderboard")
-    store = ResultStore()
-    board_tab, deniability_tab, paper_tab = st.tabs(["Leaderboard", "Plausible deniability", "Paper vs ours"])
-    with board_tab:
-        leaderboard(store)
-    with deniability_tab:
-        render_deniability(store.root)
-    with paper_tab:
-        render_reproduction(store.root)
-
-
-def leaderboard(store: ResultStore) -> None:
-    """Filters, the leaderboard table and one privacy-utility scatter per attack."""
-    path = store.leaderboard_path
-    if not path.is_file():
-        st.info(f"No leaderboard at {literal(path)}: run `bench run ...`, then `bench summarize`.")
-        return
-    board = load_board(str(path), path.stat().st_mtime)
-    if board.empty:
-        st.info("The leaderboard is empty: run `bench run ...`, then `bench summarize`.")
-        return
-
-    with st.sidebar:
-        st.header("Filters")
-        task = st.selectbox("task", sorted(board["task"].unique()), key="task")
-        attacks_known = sorted(a for a in board["attack"].unique() if a)
-        attacks = st.multiselect("attack", attacks_known, default=attacks_known, key="attack")
-        encoders_known = sorted(board["encoder"].unique())
-        encoders = st.multiselect("encoder", encoders_known, default=encoders_known, key="encoder")
-    shown = board[(board["task"] == task) & board["encoder"].isin(encoders)]
-    shown = shown[shown["attack"].isin(attacks) | (shown["attack"] == "")]
-    if shown.empty:
-        st.info("No results match these filters.")
-        return
-    if not attacks:
-        st.info("Select an attack in the sidebar to see privacy against utility; no attack is selected.")
-
-    st.caption(
-        "Means over seeds (± sample std, n seeds). privacy/* is what the attack recovered (higher = "
-        "weaker defense); random/* is a random guess scored the same way in the same runs."
-    )
-    st.dataframe(wide_table(shown), hide_index=True, width="stretch")
-
-    utility_metrics = sorted(m for m in shown["metric"].unique() if m.startswith("utility/"))
-    for attack in attacks:
-        privacy_metrics = sorted(
-            m.split("/", 2)[2] for m in shown["metric"].unique() if m.startswith(f"privacy/{attack}/")
-        )
-        if not privacy_metrics or not utility_metrics:
-            continue
-        st.subheader(f"{literal(attack)}: privacy against utility on {literal(task)}")
-        left, right = st.columns(2)
-        utility = left.selectbox("utility metric", utility_metrics, key=f"utility-{attack}")
-        privacy = right.selectbox("attack metric", privacy_metrics, key=f"privacy-{attack}")
-        chart = scatter(shown[shown["attack"] == attack], attack, utility, privacy)
-        if chart is not None:
-            st.altair_chart(chart, width="stretch")
-    render_sweeps(shown, task)
-    render_adaptation(shown, task)
 
 
 main()

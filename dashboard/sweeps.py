@@ -1,15 +1,18 @@
 """Privacy-parameter sweeps on the dashboard: utility and attack success against eta, eps, m, ...
 
 A sweep is a set of a defense's recorded settings that differ in exactly one numeric argument (the
-others held fixed), for one task, encoder, attack and mode. Reads the leaderboard frame only.
+others held fixed), for one task, encoder, attack with its arguments, mode, server options and sizes (so a
+line never zigzags across encoders or attackers). Reads the leaderboard frame only.
 """
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import pandas as pd
 
-GROUP = ["task", "encoder", "defense", "attack", "mode", "n_train", "n_eval"]
+GROUP = ["task", "encoder", "defense", "attack", "attack_args", "mode", "n_train", "n_eval"]
 
 
 def parse_args(text) -> dict[str, str]:
@@ -46,6 +49,9 @@ def sweeps(board: pd.DataFrame) -> pd.DataFrame:
     sweeps, one per argument it shares a sweep in.
     """
     board = with_settings(board)
+    if "attack_args" not in board:
+        board = board.assign(attack_args="")
+    board = board.assign(attack_args=board["attack_args"].astype("string").fillna("").astype(str))
     parts = []
     for _, group in board.groupby(GROUP, dropna=False):
         settings = {text: parse_args(text) for text in group["defense_args"].unique()}
@@ -70,16 +76,58 @@ def varying_arguments(settings: list[dict[str, str]]) -> list[str]:
     return [n for n in sorted(names) if len({s.get(n) for s in settings}) > 1]
 
 
-def sweep_chart(rows: pd.DataFrame, metrics: list[str]) -> alt.Chart:
-    """Mean ± std of each metric against the swept parameter (log axis), one line per metric."""
+def x_axis(values, parameter: str) -> alt.X:
+    """The swept parameter's axis: log when every value is positive and finite and they span a decade, ordinal
+    (values in numeric order, ``inf`` last) when one is 0, negative or infinite, else linear."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if len(finite) < len(values) or any(v <= 0 for v in finite):
+        order = [_label(v) for v in sorted(values, key=lambda v: (not math.isfinite(v), v))]
+        return alt.X("value_label:O", title=f"{parameter} (ordinal: 0 and ∞ have no place on a log axis)",
+                     sort=order, axis=alt.Axis(labelAngle=0))
+    if finite and max(finite) / min(finite) >= 10:
+        return alt.X("value:Q", title=f"{parameter} (log)", scale=alt.Scale(type="log"))
+    return alt.X("value:Q", title=parameter, scale=alt.Scale(zero=False))
+
+
+def _label(value: float) -> str:
+    return "∞" if value == math.inf else f"{value:g}"
+
+
+def series_name(metric: str, higher_is_better: bool) -> str:
+    """A legend entry with the metric's declared direction."""
+    kind, _, rest = metric.partition("/")
+    if kind == "utility":
+        return f"{rest} ({'higher' if higher_is_better else 'lower'} = more useful)"
+    name = rest.split("/", 1)[-1]
+    if kind == "random":
+        return f"random guess: {name}"
+    return f"{name} ({'higher' if higher_is_better else 'lower'} = more recovered)"
+
+
+def sweep_chart(rows: pd.DataFrame, metrics: list[str]) -> alt.VConcatChart:
+    """Utility (top) and attack success with its random guess dashed (bottom) against the swept parameter,
+    mean ± std over seeds; the x axis handles 0 and ∞ (``x_axis``)."""
     parameter = rows["parameter"].iloc[0]
     data = rows[rows["metric"].isin(metrics)].assign(
         low=lambda f: f["mean"] - f["std"].fillna(0), high=lambda f: f["mean"] + f["std"].fillna(0)
     )
-    x = alt.X("value:Q", title=parameter, scale=alt.Scale(type="log"))
-    base = alt.Chart(data).encode(x=x, color=alt.Color("metric:N", title=None))
-    lines = base.mark_line(point=True).encode(
-        y=alt.Y("mean:Q", title="mean over seeds"), tooltip=["metric", "value", "mean", "std", "n"]
-    )
-    bars = base.mark_errorbar().encode(y="low:Q", y2="high:Q")
-    return (lines + bars).properties(height=320)
+    up = data.get("higher_is_better", pd.Series(True, index=data.index))
+    up = up.map(lambda h: str(h).strip().lower() not in ("false", "0"))
+    data = data.assign(series=[series_name(m, h) for m, h in zip(data["metric"], up)],
+                       value_label=data["value"].map(_label), kind=data["metric"].str.split("/").str[0])
+    x = x_axis(list(data["value"].unique()), parameter)
+    panels = []
+    for kinds, title in ((("utility",), "utility (mean ± std over seeds)"),
+                         (("privacy", "random"), "attack success (mean ± std over seeds)")):
+        part = data[data["kind"].isin(kinds)]
+        if part.empty:
+            continue
+        base = alt.Chart(part).encode(x=x, color=alt.Color("series:N", title=None, legend=alt.Legend(
+            orient="bottom", columns=2, labelLimit=400)))
+        lines = base.mark_line(point=True).encode(
+            y=alt.Y("mean:Q", title=title, scale=alt.Scale(zero=False)),
+            strokeDash=alt.condition(alt.datum.kind == "random", alt.value([6, 4]), alt.value([1, 0])),
+            tooltip=["metric", "value_label", "mean", "std", "n"])
+        bars = base.mark_errorbar().encode(y="low:Q", y2="high:Q")
+        panels.append((lines + bars).properties(height=240))
+    return alt.vconcat(*panels).resolve_scale(color="independent")

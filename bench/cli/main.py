@@ -23,7 +23,11 @@ out = Console()
 err = Console(stderr=True)
 
 PluginOption = typer.Option(None, "--plugin", help="Extra component file to load (repeatable).")
-ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR or ./results).")
+ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR, else "
+                             "./bench-results; the published board is results/, changed only with "
+                             "--results-dir results).")
+PublishedOption = typer.Option(None, "--results-dir", help="Results folder with reference/ and reproduction/ (default: "
+                               "$BENCH_RESULTS_DIR, else the published results/).")
 
 
 def plain(value: object) -> str:
@@ -83,7 +87,8 @@ def run(
     plugin: Optional[List[Path]] = PluginOption,
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
-    """Run one cell (or a grid) and append its record to results/records/<defense>.jsonl."""
+    """Run one cell (or a grid) and append its record to <results>/records/<defense>.jsonl (./bench-results unless
+    --results-dir or $BENCH_RESULTS_DIR says otherwise; --results-dir results adds it to the published board)."""
     from bench.core.params import parse_arg_string
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.store import ResultStore
@@ -207,7 +212,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
 @app.command()
 @user_errors
 def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
-    """Aggregate records over seeds (mean, std, n) into results/leaderboard.csv."""
+    """Aggregate records over seeds (mean, std, n) into <results>/leaderboard.csv."""
     import pandas as pd
 
     from bench.results.leaderboard import summarize as write_leaderboard
@@ -257,7 +262,8 @@ def dashboard(
     port: int = typer.Option(8501, help="Port on 127.0.0.1."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
-    """Start the Streamlit leaderboard on 127.0.0.1."""
+    """Start the Streamlit leaderboard on 127.0.0.1: your runs (--results-dir, $BENCH_RESULTS_DIR or ./bench-results)
+    and the published results/ of this checkout, switched in its sidebar."""
     app_path = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
     env = dict(os.environ)
     if results_dir is not None:
@@ -415,14 +421,16 @@ def reproduce(
     recorded: bool = typer.Option(False, "--recorded", help="Print only the rows we have records for."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print the rows we have records for and the claims "
                                      "as Markdown tables (for the README and docs)."),
-    results_dir: Optional[Path] = ResultsOption,
+    results_dir: Optional[Path] = PublishedOption,
 ) -> None:
     """A paper's table beside our records (mean ± std over seeds, n), with a verdict on each of its claims;
     writes results/reproduction/<table>.json for the dashboard."""
     from bench.analysis import reproduce as rep
-    from bench.results.store import ResultStore
+    from bench.results.store import PUBLISHED_RESULTS, ResultStore
 
-    store = ResultStore(results_dir)
+    # the reference tables and their mappings are part of the published board, so that is the default here
+    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
+                        else PUBLISHED_RESULTS)
     store.check_exists()
     records, problems = store.read()
     for problem in problems:
@@ -443,6 +451,41 @@ def reproduce(
         return
     _print_reproduction(console, report, recorded)
     out.print(f"wrote {path}", highlight=False)
+
+
+@app.command()
+@user_errors
+def report(
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Markdown file to update: the text between its "
+                                            "'bench report' markers is replaced, the rest kept (default: print)."),
+    results_dir: Optional[Path] = PublishedOption,
+) -> None:
+    """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), e.g.
+    bench report --out docs/results.md."""
+    from bench.results.leaderboard import aggregate, seed_frame
+    from bench.results.store import PUBLISHED_RESULTS, ResultStore
+    from bench.results.views import report as render
+    from bench.results.views import splice
+
+    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
+                        else PUBLISHED_RESULTS)
+    store.check_exists()
+    records, problems = store.read()
+    for problem in problems:
+        err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)
+    if not records:
+        raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
+    source = store.root.as_posix() if store.root.is_absolute() else f"{store.root.as_posix()}/"
+    text = render(aggregate(seed_frame(records), with_order=True), source)
+    if out_path is None:
+        print(text, end="")
+        return
+    from bench.core.files import atomic_writer
+
+    document = out_path.read_text(encoding="utf-8") if out_path.is_file() else ""
+    with atomic_writer(out_path) as handle:
+        handle.write(splice(document, text))
+    out.print(f"wrote {len(records)} records' tables to {plain(out_path)}", highlight=False)
 
 
 def _run_missing(rep, store, table: str, records) -> None:

@@ -162,6 +162,23 @@ def run_defense(spec: RunSpec):
     return context, run_protocol(protocol, defense, context, task.server(spec, training)), wanted, protocol
 
 
+def majority_reference(task, data) -> dict[str, Any]:
+    """``{"majority_utility": {metric: value}}``: the task's metrics for answering the training split's most
+    frequent label on every evaluation example, the floor a server has to beat (class-id labels only; empty for
+    regression, tagging and reading tasks)."""
+    import numpy as np
+
+    train, evaluation = np.asarray(data.train.labels), np.asarray(data.eval.labels)
+    if train.ndim != 1 or evaluation.ndim != 1 or train.dtype.kind not in "iub" or not (len(train) and len(evaluation)):
+        return {}
+    values, counts = np.unique(train, return_counts=True)
+    try:  # a task whose scorer does not take one class id per example has no such floor
+        scores = task.score(np.full(len(evaluation), values[counts.argmax()]), evaluation)
+        return {"majority_utility": {name: float(value) for name, value in scores.items()}}
+    except (TypeError, ValueError, IndexError):
+        return {}
+
+
 def run_cell(spec: RunSpec) -> ResultRecord:
     """Run one cell: the client's mechanism, the server's training and evaluation, the attack and its
     random reference, each scored by the engine against the truth only it holds."""
@@ -177,6 +194,7 @@ def run_cell(spec: RunSpec) -> ResultRecord:
     metrics = {f"utility/{name}": value for name, value in output.utility.items()}
     directions = {f"utility/{m.name}": m.higher_is_better for m in task.metrics}
     notes = dict(data.notes, **output.notes)
+    notes.update(majority_reference(task, data))
 
     if attack_cls is not None:
         attack = build_component(attack_cls, spec.attack_args)

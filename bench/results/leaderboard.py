@@ -29,8 +29,10 @@ def server_changes(server: dict) -> dict:
     return {k: v for k, v in server.items() if SERVER_DEFAULTS.get(k, object()) != v}
 
 
-def leaderboard_frame(records: list[ResultRecord]):
-    """Long-format table of per-configuration metric means, stds and seed counts."""
+def seed_frame(records: list[ResultRecord]):
+    """One row per (record, metric): the configuration's labels, ``seed``, ``value``, ``higher_is_better`` and
+    ``order`` (the metric's place in its record: a task lists its headline metric first). A cell re-run with the
+    same seed counts once (the newest record wins)."""
     import pandas as pd
 
     rows = []
@@ -50,21 +52,33 @@ def leaderboard_frame(records: list[ResultRecord]):
             "config_hash": record.config_hash,
             "seed": record.seed,
         }
-        for metric, value in record.metrics.items():
-            rows.append({**base, "metric": metric, "value": value,
+        for order, (metric, value) in enumerate(record.metrics.items()):
+            rows.append({**base, "metric": metric, "value": value, "order": order,
                          "higher_is_better": record.higher_is_better.get(metric, True)})
     if not rows:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=[*COLUMNS[:-3], "seed", "value", "order"])
     frame = pd.DataFrame(rows)
-    # a cell re-run with the same seed counts once (the newest record wins)
-    frame = frame.drop_duplicates(subset=["config_hash", "seed", "metric"], keep="last")
+    return frame.drop_duplicates(subset=["config_hash", "seed", "metric"], keep="last").reset_index(drop=True)
+
+
+def aggregate(frame, with_order: bool = False):
+    """Mean, std and n over seeds of a ``seed_frame`` (with ``order``, the metric's smallest place, if asked)."""
     keys = [c for c in COLUMNS if c not in ("mean", "std", "n")]
-    table = (
-        frame.groupby(keys, dropna=False)["value"]
-        .agg(mean=_mean, std=_std, n="size")
-        .reset_index()
-    )
-    return table[COLUMNS].sort_values(["task", "attack", "metric", "defense", "defense_args"]).reset_index(drop=True)
+    if frame.empty:
+        import pandas as pd
+
+        return pd.DataFrame(columns=COLUMNS + (["order"] if with_order else []))
+    aggregations = {"mean": ("value", _mean), "std": ("value", _std), "n": ("value", "size")}
+    if with_order:
+        aggregations["order"] = ("order", "min")
+    table = frame.groupby(keys, dropna=False).agg(**aggregations).reset_index()
+    columns = COLUMNS + (["order"] if with_order else [])
+    return table[columns].sort_values(["task", "attack", "metric", "defense", "defense_args"]).reset_index(drop=True)
+
+
+def leaderboard_frame(records: list[ResultRecord]):
+    """Long-format table of per-configuration metric means, stds and seed counts."""
+    return aggregate(seed_frame(records))
 
 
 def _mean(values) -> float:

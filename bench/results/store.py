@@ -42,9 +42,14 @@ class CorruptLine:
         return f"{self.path}:{self.line}: skipped a corrupt record ({self.reason})"
 
 
+USER_RESULTS = "bench-results"  # where your runs go unless told otherwise; the committed board is results/
+PUBLISHED_RESULTS = "results"
+
+
 def default_results_dir() -> Path:
-    """``$BENCH_RESULTS_DIR``, else ``./results``."""
-    return Path(os.environ.get("BENCH_RESULTS_DIR", "results"))
+    """``$BENCH_RESULTS_DIR``, else ``./bench-results``: your runs stay apart from the published ``results/``,
+    which changes only when a command is given ``--results-dir results``."""
+    return Path(os.environ.get("BENCH_RESULTS_DIR") or USER_RESULTS)
 
 
 class ResultStore:

@@ -22,6 +22,21 @@ def test_run_appends_one_valid_record(tiny_data, results):
     assert "privacy/rss/identity" in result.output and "random guess" in result.output
     lines = (results / "records" / "texthide.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["spec"]["defense_args"] == {"m": 256, "k": 4}
+    majority = json.loads(lines[0])["notes"]["majority_utility"]  # the dashboard's majority-class reference
+    assert set(majority) == {"accuracy"} and 0.0 < majority["accuracy"] < 1.0
+
+
+def test_runs_go_to_bench_results_not_the_published_board(tiny_data, tmp_path, monkeypatch):
+    """Without --results-dir or $BENCH_RESULTS_DIR a run lands in ./bench-results; results/ (the published
+    board) changes only when named."""
+    monkeypatch.delenv("BENCH_RESULTS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    assert invoke("run", "--defense", "none", "--attack", "rss", *MOCK).exit_code == 0
+    assert (tmp_path / "bench-results" / "records" / "none.jsonl").is_file()
+    assert files_under(tmp_path / "results") == []
+    assert invoke("run", "--defense", "none", "--attack", "rss", "--results-dir", "results", *MOCK).exit_code == 0
+    assert (tmp_path / "results" / "records" / "none.jsonl").is_file()
 
 
 def test_json_output_is_the_record(tiny_data, results):

@@ -29,11 +29,18 @@ def board_with_two_defenses(root: Path) -> None:
 def run_app(monkeypatch):
     """Start the app on a results folder (the variable stays set for later reruns of the app)."""
 
-    def start(results: Path) -> AppTest:
+    def start(results: Path, tab: str | None = None) -> AppTest:
         monkeypatch.setenv("BENCH_RESULTS_DIR", str(results))
-        return AppTest.from_file(APP, default_timeout=60).run()
+        app = AppTest.from_file(APP, default_timeout=60)
+        if tab is not None:  # only the open tab renders; the URL opens one
+            app.query_params["tab"] = tab
+        return app.run()
 
     return start
+
+
+def chart_data(chart) -> str:
+    return "".join(d.data.data.decode("latin-1") for d in chart.proto.datasets)  # Arrow bytes
 
 
 def test_table_and_scatter(tmp_path, run_app):
@@ -42,32 +49,102 @@ def test_table_and_scatter(tmp_path, run_app):
     assert not app.exception
     table = app.dataframe[0].value
     assert set(table["defense"]) == {"none", "texthide"}
-    assert "utility/accuracy" in table.columns
+    assert list(table["rank"]) == [1, 2] and list(table["frontier"]) == [1, 1]  # each wins on one axis
+    assert "accuracy ↑" in table.columns and "identity ↓ safer" in table.columns  # numeric, with directions
+    assert list(table.columns).index("accuracy ↑") < list(table.columns).index("identity ↓ safer")  # utility first
+    assert table["accuracy ↑"].dtype.kind == "f" and set(table["seeds"]) == {2}
     assert any("rss" in header.value for header in app.subheader)
     charts = app.get("vega_lite_chart")
     assert len(charts) == 1
-    proto = charts[0].proto
-    data = "".join(d.data.data.decode("latin-1") for d in proto.datasets)  # Arrow bytes
-    assert "texthide(m=256,k=4)" in data and "none" in data  # each point labelled with its defense
-    assert '"rule"' in proto.spec and "random guess" in data  # the random-guess baseline
+    proto, data = charts[0].proto, chart_data(charts[0])
+    assert "texthide(m=256,k=4)" in data and "none" in data  # each point named (tooltip) by its setting
+    assert '"rule"' in proto.spec and "random guess" in data  # the random-guess reference of these cells
+    assert "Pareto frontier" in data and "undefended" in data and "better" in data
+    assert "higher = more useful" in proto.spec and "higher = more recovered" in proto.spec
+    assert "majority class" not in data  # these records carry no majority_utility note
 
 
-def test_filters_narrow_the_table(tmp_path, run_app):
+def test_majority_class_reference_comes_from_the_cells_notes(tmp_path, run_app):
+    store = ResultStore(tmp_path)
+    for seed, floor in ((0, 0.5), (1, 0.6)):
+        store.append(make_record(seed, notes={"majority_utility": {"accuracy": floor}}))
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert "majority class (1 cell)" in chart_data(app.get("vega_lite_chart")[0])
+
+
+def test_filters_follow_the_data_and_narrow_the_table(tmp_path, run_app):
     board_with_two_defenses(tmp_path)
     app = run_app(tmp_path)
-    assert app.subheader.len == 1
-    app.sidebar.multiselect(key="attack").set_value([]).run()
-    assert not app.exception
-    assert app.subheader.len == 0 and "No results match" in app.info[0].value  # every row has an attack
-    app.sidebar.multiselect(key="attack").set_value(["rss"]).run()
-    app.sidebar.multiselect(key="encoder").set_value([]).run()
+    assert app.sidebar.multiselect(key="defense:sst2").options == ["none", "texthide"]
+    app.sidebar.multiselect(key="defense:sst2").set_value(["texthide"]).run()
+    assert not app.exception and set(app.dataframe[0].value["defense"]) == {"texthide"}
+    app.sidebar.multiselect(key="encoder:sst2:True").set_value([]).run()
     assert not app.exception and app.subheader.len == 0 and "No results match" in app.info[0].value
+
+
+def test_headline_metric_directions_and_mock_encoders(tmp_path, run_app):
+    """CoLA opens on MCC (its records list it first), an MSE attack metric reads lower = more recovered, and
+    mock encoders stay hidden while a real encoder has cells."""
+    store = ResultStore(tmp_path)
+    for seed in range(2):
+        for encoder, defense, mse in (("minilm", "none", 0.01), ("minilm", "texthide", 0.9), ("mock-4", "none", 0.0)):
+            spec = {**make_record().spec, "task": "cola", "encoder": encoder, "defense": defense,
+                    "attack": "gradient-matching", "defense_args": {} if defense == "none" else {"m": 1, "k": 1}}
+            store.append(make_record(seed, defense=defense, config_hash=f"{encoder}{defense}", spec=spec,
+                                     metrics={"utility/mcc": 0.1 + seed / 100, "utility/accuracy": 0.7,
+                                              "privacy/gradient-matching/mse": mse,
+                                              "random/gradient-matching/mse": 0.3},
+                                     higher_is_better={"utility/mcc": True, "utility/accuracy": True,
+                                                       "privacy/gradient-matching/mse": False,
+                                                       "random/gradient-matching/mse": False}))
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert app.selectbox(key="utility:cola").value == "utility/mcc"
+    table = app.dataframe[0].value
+    assert set(table["encoder"]) == {"minilm"} and "mse ↑ safer" in table.columns
+    spec = app.get("vega_lite_chart")[0].proto.spec
+    assert "lower = more recovered" in spec
+    app.sidebar.checkbox(key="mocks:cola").check().run()
+    assert not app.exception and set(app.dataframe[0].value["encoder"]) == {"minilm", "mock-4"}
+
+
+def test_provenance_of_a_row_shows_seeds_values_and_notes(tmp_path, run_app):
+    board_with_two_defenses(tmp_path)
+    app = run_app(tmp_path)
+    box = app.selectbox(key="provenance")
+    box.set_value(next(o for o in box.options if "texthide" in o)).run()
+    assert not app.exception
+    facts = app.dataframe[1].value
+    assert list(facts.index) == [0, 1] and facts.loc[1, "utility/accuracy"] == pytest.approx(0.6)  # per seed
+    assert "git_sha" in facts.columns and "data_hash" in facts.columns and "runtime_s" in facts.columns
+    assert any("abc123" in caption.value for caption in app.caption)  # the config hash
+    assert len(app.json) >= 2 and '"m": 256' in app.json[0].value
+    assert {b.label for b in app.get("download_button")} >= {"download these rows (CSV)",
+                                                             "download their records (JSON lines)"}
+
+
+def test_view_state_comes_from_and_goes_to_the_url(tmp_path, monkeypatch):
+    board_with_two_defenses(tmp_path)
+    board_with_a_sweep(tmp_path)
+    monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.query_params.update({"attack": "inversion", "view": "Sweeps"})
+    app.run()
+    assert not app.exception
+    assert app.sidebar.selectbox(key="attack:sst2").value == "inversion" and app.radio(key="view").value == "Sweeps"
+    app.sidebar.selectbox(key="attack:sst2").set_value("rss").run()
+    assert app.query_params["attack"] == "rss" and "task" not in app.query_params  # defaults stay out of the URL
+    app.radio(key="view").set_value("Privacy vs utility").run()
+    box = app.selectbox(key="provenance")
+    box.set_value(box.options[1]).run()
+    assert app.query_params["row"] == box.options[1].rsplit(" · ", 1)[-1]  # the row is shareable too
 
 
 def test_empty_results_explain_what_to_do(tmp_path, run_app):
     app = run_app(tmp_path)
     assert not app.exception
-    assert "bench summarize" in app.info[0].value
+    assert "bench run" in app.info[0].value
 
 
 @pytest.mark.skipif(not (REPO_RESULTS / "leaderboard.csv").is_file(), reason="no committed leaderboard")
@@ -75,6 +152,10 @@ def test_committed_leaderboard_renders(run_app):
     app = run_app(REPO_RESULTS)
     assert not app.exception
     assert len(app.dataframe[0].value) >= 4
+    assert app.sidebar.selectbox(key="task").value == "sst2"  # the task with the most settings, not CoLA
+    assert "Pareto frontier" in chart_data(app.get("vega_lite_chart")[0])
+    app.sidebar.selectbox(key="task").set_value("mrpc").run()
+    assert not app.exception and app.selectbox(key="utility:mrpc").value == "utility/f1"
 
 
 def board_with_a_sweep(root: Path) -> None:
@@ -105,13 +186,38 @@ def test_sweeps_find_the_one_varying_parameter(tmp_path):
 def test_sweep_chart_plots_utility_and_inversion_against_eta(tmp_path, run_app):
     board_with_a_sweep(tmp_path)
     app = run_app(tmp_path)
+    app.radio(key="view").set_value("Sweeps").run()
     assert not app.exception
     assert any("sweeps" in header.value for header in app.subheader)
     charts = app.get("vega_lite_chart")
-    spec = charts[-1].proto.spec
-    assert '"log"' in spec and "eta" in spec
-    data = "".join(d.data.data.decode("latin-1") for d in charts[-1].proto.datasets)
+    assert len(charts) == 1  # one sweep at a time
+    spec = charts[0].proto.spec
+    assert '"log"' in spec and "eta" in spec and "vconcat" in spec  # utility above, attack success below
+    data = chart_data(charts[0])
     assert "utility/accuracy" in data and "privacy/inversion/token_accuracy" in data
+    assert "random/inversion/token_accuracy" in data  # the random reference is on by default
+    assert "higher = more recovered" in data and "higher = more useful" in data
+
+
+def test_sweeps_key_on_attack_arguments_and_handle_zero_and_infinity():
+    import pandas as pd
+
+    from dashboard.sweeps import sweep_chart, sweeps
+
+    rows = []
+    for m in ("0", "16", "256", "inf"):
+        for attack_args in ("", "adapted=denoising"):
+            for metric, value in (("utility/accuracy", 0.7), ("privacy/rss/identity", 0.1)):
+                rows.append({"task": "sst2", "encoder": "minilm", "defense": "texthide", "defense_args": f"m={m},k=4",
+                             "server_args": "", "attack": "rss", "attack_args": attack_args, "mode": "frozen",
+                             "n_train": 10, "n_eval": 5, "config_hash": f"{m}{attack_args}", "metric": metric,
+                             "higher_is_better": True, "mean": value, "std": 0.0, "n": 1})
+    found = sweeps(pd.DataFrame(rows))
+    m_sweeps = found[found["parameter"] == "m"]
+    assert m_sweeps.groupby("attack_args")["config_hash"].nunique().to_dict() == {"": 4, "adapted=denoising": 4}
+    spec = sweep_chart(m_sweeps[m_sweeps["attack_args"] == ""], ["utility/accuracy", "privacy/rss/identity"])
+    text = spec.to_json()
+    assert '"log"' not in text and "ordinal" in text and "value_label" in text  # 0 and inf on an ordinal axis
 
 
 def write_deniability_report(root: Path) -> None:
@@ -141,7 +247,9 @@ def test_deniability_tab_plots_n_w_and_s_w_against_eta(tmp_path, run_app):
     app = run_app(tmp_path)
     assert not app.exception
     assert [tab.label for tab in app.tabs] == ["Leaderboard", "Plausible deniability", "Paper vs ours"]
-    assert "bench summarize" in app.info[0].value  # the leaderboard tab still explains itself
+    assert "bench run" in app.info[0].value and not app.warning  # the leaderboard explains itself; one tab runs
+    app = run_app(tmp_path, "Plausible deniability")
+    assert not app.exception and not app.subheader
     assert "deniability\\-broken\\.json" in app.warning[0].value  # a bad file is named (shown literally) and skipped
     selections = app.dataframe[0].value.set_index("rule")
     assert selections.loc["worst case", "selected eta"] == "30"
@@ -155,7 +263,7 @@ def test_deniability_tab_plots_n_w_and_s_w_against_eta(tmp_path, run_app):
 
 
 def test_deniability_tab_without_analysis_says_how_to_make_one(tmp_path, run_app):
-    app = run_app(tmp_path)
+    app = run_app(tmp_path, "Plausible deniability")
     assert not app.exception
     assert any("bench analyze deniability" in info.value for info in app.info)
 
@@ -163,7 +271,7 @@ def test_deniability_tab_without_analysis_says_how_to_make_one(tmp_path, run_app
 @pytest.mark.skipif(not (REPO_RESULTS / "analysis" / "deniability-minilm.json").is_file(),
                     reason="no committed deniability analysis")
 def test_committed_deniability_analysis_renders(run_app):
-    app = run_app(REPO_RESULTS)
+    app = run_app(REPO_RESULTS, "Plausible deniability")
     assert not app.exception
     assert not app.warning  # the committed file reads cleanly
     assert any("N_w" in chart.proto.spec for chart in app.get("vega_lite_chart"))
@@ -210,6 +318,7 @@ def test_adaptation_gains_pair_each_adapted_setting_with_its_unadapted_one(tmp_p
 def test_adaptation_section_charts_gain_against_eta(tmp_path, run_app):
     board_with_adaptation(tmp_path)
     app = run_app(tmp_path)
+    app.radio(key="view").set_value("Adaptation").run()
     assert not app.exception
     assert any("Privacy-adaptive pretraining" in header.value for header in app.subheader)
     chart = app.get("vega_lite_chart")[-1]
@@ -225,7 +334,7 @@ def test_paper_vs_ours_tab_shows_rows_and_claims(tmp_path, run_app):
     store = toy_results(tmp_path)
     reproduce.write_report(tmp_path, reproduce.reproduce(tmp_path, "toy", store.read()[0]))
     (tmp_path / "reproduction" / "broken.json").write_text("{not json")
-    app = run_app(tmp_path)
+    app = run_app(tmp_path, "Paper vs ours")
     assert not app.exception
     assert any("broken.json" in warning.value for warning in app.warning)  # named and skipped
     claims = app.dataframe[0].value.set_index("claim")
@@ -241,14 +350,14 @@ def test_paper_vs_ours_tab_shows_rows_and_claims(tmp_path, run_app):
 
 
 def test_paper_vs_ours_tab_without_reports_says_how_to_make_one(tmp_path, run_app):
-    app = run_app(tmp_path)
+    app = run_app(tmp_path, "Paper vs ours")
     assert not app.exception
     assert any("bench reproduce" in info.value for info in app.info)
 
 
 @pytest.mark.skipif(not list((REPO_RESULTS / "reproduction").glob("*.json")), reason="no committed reports")
 def test_committed_reproduction_reports_render(run_app):
-    app = run_app(REPO_RESULTS)
+    app = run_app(REPO_RESULTS, "Paper vs ours")
     assert not app.exception
     assert not [w for w in app.warning if "reproduction" in w.value]  # every committed report reads cleanly
     assert any(set(frame.value.columns) >= {"claim", "ours", "paper"} for frame in app.dataframe)

@@ -1,0 +1,260 @@
+"""What a reader ranks by: per task and attack, one row per configuration with numeric columns, each metric's
+direction, the Pareto frontier of utility against attack success, and the references of the same cells.
+
+Shared by the dashboard and ``bench report`` (no torch, no Streamlit). The input is the long leaderboard frame
+(``bench.results.leaderboard.leaderboard_frame``: one row per configuration and metric with mean, std, n and
+``higher_is_better``).
+
+Ranking: the *frontier layer* of a configuration on (headline utility, chosen attack metric). Layer 1 is the
+Pareto frontier: no other configuration is at least as useful and at least as private, and better on one of
+the two. Layer 2 is the frontier once layer 1 is removed, and so on; ties within a layer are broken by utility.
+It needs no weight between utility and privacy and no interpolation to a matched utility, which a handful of
+recorded settings per defense could not support.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+# a configuration: everything but the seed (config_hash already encodes it; the rest is for reading)
+CONFIG = ["encoder", "defense", "defense_args", "server_args", "attack", "attack_args", "mode", "n_train", "n_eval",
+          "config_hash"]
+MOCK = re.compile(r"^mock(-\d+)?$")
+
+
+def is_test_encoder(name: str) -> bool:
+    """``mock`` and ``mock-<d>``: seeded random encoders for tests, not results to read."""
+    return bool(MOCK.match(str(name)))
+
+
+def parse_args(text) -> dict[str, str]:
+    """``"eps=4.0,p=0.3"`` -> ``{"eps": "4.0", "p": "0.3"}`` (a missing value has no arguments)."""
+    if not isinstance(text, str):
+        return {}
+    return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+
+
+def number(text) -> float | None:
+    """The float a value spells (``inf`` included), else None."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def args_sort_key(text) -> tuple:
+    """Sort key of an argument string that orders numbers as numbers (eta 3 < 10 < 30 < 100)."""
+    return tuple((k, (0, number(v), "") if number(v) is not None else (1, 0.0, v)) for k, v in parse_args(text).items())
+
+
+def headline_metrics(board: pd.DataFrame) -> dict[str, str]:
+    """Each task's headline utility metric: the first utility metric its records list (a task's metrics come
+    headline first: MCC for CoLA, F1 for MRPC), else the first in name order."""
+    utility = board[board["metric"].str.startswith("utility/")]
+    if "order" in utility:
+        utility = utility.sort_values("order", kind="stable")
+    return {task: group["metric"].iloc[0] for task, group in utility.groupby("task", sort=False)}
+
+
+def short(metric: str) -> str:
+    """``privacy/rss/identity`` -> ``identity``; ``utility/mcc`` -> ``mcc``."""
+    return metric.rsplit("/", 1)[-1]
+
+
+def direction(board: pd.DataFrame) -> dict[str, bool]:
+    """metric -> higher_is_better as the records declare it (for attacks: higher = more recovered)."""
+    if "higher_is_better" not in board or board.empty:
+        return {}
+    flags = board[["metric", "higher_is_better"]].drop_duplicates("metric")
+    return {m: str(h).strip().lower() not in ("false", "0") for m, h in zip(flags["metric"], flags["higher_is_better"])}
+
+
+def column_title(metric: str, higher_is_better: bool) -> str:
+    """A column or axis title with its direction: ``accuracy ↑`` (better), ``identity ↓ safer``."""
+    if metric.startswith("utility/"):
+        return f"{short(metric)} {'↑' if higher_is_better else '↓'}"
+    if metric.startswith("privacy/"):
+        return f"{short(metric)} {'↓' if higher_is_better else '↑'} safer"
+    return f"random {short(metric)}"
+
+
+def axis_title(metric: str, higher_is_better: bool) -> str:
+    """An axis title that says which way is better for whom."""
+    if metric.startswith("utility/"):
+        return f"{short(metric)} ({'higher' if higher_is_better else 'lower'} = more useful)"
+    attack = metric.split("/")[1] if metric.count("/") >= 2 else ""
+    return f"{attack} {short(metric)} ({'higher' if higher_is_better else 'lower'} = more recovered)"
+
+
+def wide(board: pd.DataFrame, task: str, attack: str) -> pd.DataFrame:
+    """One row per configuration of ``task`` attacked by ``attack``: ``<metric>`` means, ``<metric> std`` and
+    ``n`` (seeds), configuration columns first."""
+    rows = board[(board["task"] == task) & (board["attack"].fillna("") == attack)]
+    if rows.empty:
+        return pd.DataFrame()
+    keys = [c for c in CONFIG if c in rows]
+    frame = rows.assign(**{c: rows[c].fillna("") for c in keys if rows[c].dtype == object})
+    frame = frame.drop_duplicates([*keys, "metric"]).set_index([*keys, "metric"])
+    means, stds = frame["mean"].unstack("metric"), frame["std"].unstack("metric")
+    seeds = frame["n"].groupby(level=list(range(len(keys)))).max().rename("n")
+    out = means.join(stds.add_suffix(" std")).join(seeds).reset_index()
+    out.columns.name = None
+    order = sorted(range(len(out)), key=lambda i: (out["defense"].iloc[i] != "none", out["defense"].iloc[i],
+                                                   args_sort_key(out["defense_args"].iloc[i]),
+                                                   args_sort_key(out.get("server_args", pd.Series([""] * len(out)))
+                                                                 .iloc[i]), str(out["encoder"].iloc[i])))
+    return out.iloc[order].reset_index(drop=True)
+
+
+def frontier_layers(utility, leakage, utility_up: bool = True, leakage_up: bool = True) -> list[int]:
+    """Pareto layer of each point (1 = frontier): more utility and less leakage are better. ``*_up`` is the
+    metric's declared direction (utility: higher = more useful; leakage: higher = more recovered). A point
+    with a missing value gets layer 0 (unranked)."""
+    u = [(x if utility_up else -x) if x is not None and not _nan(x) else None for x in utility]
+    s = [(-y if leakage_up else y) if y is not None and not _nan(y) else None for y in leakage]  # larger = safer
+    layer = [0] * len(u)
+    left = {i for i in range(len(u)) if u[i] is not None and s[i] is not None}
+    depth = 0
+    while left:
+        depth += 1
+        front = {i for i in left if not any(u[j] >= u[i] and s[j] >= s[i] and (u[j] > u[i] or s[j] > s[i])
+                                            for j in left)}
+        for i in front:
+            layer[i] = depth
+        left -= front
+    return layer
+
+
+def _nan(value) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def ranked(board: pd.DataFrame, task: str, attack: str, utility: str, privacy: str) -> pd.DataFrame:
+    """The ``wide`` rows with ``frontier`` (layer on utility × the attack metric), ``advantage`` (attack success
+    minus its random guess in the same cells, oriented so positive = the attack beats a guess) and ``rank``,
+    sorted by rank. ``utility`` and ``privacy`` are full metric keys."""
+    table = wide(board, task, attack)
+    if table.empty:
+        return table
+    up = direction(board)
+    u = table[utility] if utility in table else pd.Series([None] * len(table))
+    p = table[privacy] if privacy in table else pd.Series([None] * len(table))
+    table["frontier"] = frontier_layers(list(u), list(p), up.get(utility, True), up.get(privacy, True))
+    reference = "random/" + privacy.split("/", 1)[1] if privacy.startswith("privacy/") else ""
+    if privacy in table and reference in table:
+        sign = 1.0 if up.get(privacy, True) else -1.0
+        table["advantage"] = sign * (table[privacy] - table[reference])
+    ranked_rows = table.assign(_layer=table["frontier"].replace(0, 10**6),
+                               _u=(u if up.get(utility, True) else -u) if utility in table else 0.0)
+    ranked_rows = ranked_rows.sort_values(["_layer", "_u"], ascending=[True, False], kind="stable")
+    ranked_rows.insert(0, "rank", range(1, len(ranked_rows) + 1))
+    return ranked_rows.drop(columns=["_layer", "_u"]).reset_index(drop=True)
+
+
+def display_columns(table: pd.DataFrame, board: pd.DataFrame, headline: str | None) -> pd.DataFrame:
+    """``ranked`` as a reader sees it: rank, setting, utility (headline first), attack metrics, random guesses,
+    with ↑/↓ in each metric's title; std columns only where some cell has more than one seed."""
+    if table.empty:
+        return table
+    up = direction(board)
+    metrics = [c for c in table.columns if "/" in c and not c.endswith(" std")]
+    utility = sorted((m for m in metrics if m.startswith("utility/")), key=lambda m: (m != headline, m))
+    privacy = sorted(m for m in metrics if m.startswith("privacy/"))
+    random = sorted(m for m in metrics if m.startswith("random/"))
+    several = bool((table["n"] > 1).any())
+    columns, titles = ["rank", "frontier", "defense", "defense_args"], {}
+    for extra in ("server_args", "attack_args", "encoder", "mode", "n_train"):
+        if extra in table and table[extra].astype(str).nunique() > 1 or extra == "encoder":
+            columns.append(extra)
+    for metric in [*utility, *privacy]:
+        columns.append(metric)
+        titles[metric] = column_title(metric, up.get(metric, True))
+        if several and f"{metric} std" in table and metric in (headline, *privacy[:1]):
+            columns.append(f"{metric} std")
+            titles[f"{metric} std"] = f"{short(metric)} std"
+    if "advantage" in table:
+        columns.append("advantage")
+        titles["advantage"] = "advantage over random ↓ safer"
+    columns += random + ["n", "config_hash"]
+    titles.update({m: column_title(m, up.get(m, True)) for m in random})
+    titles.update({"n": "seeds", "defense_args": "arguments", "server_args": "server", "attack_args": "attack args"})
+    return table[[c for c in columns if c in table]].rename(columns=titles)
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A GitHub Markdown table of ``frame`` (floats to ``digits`` places, missing values empty)."""
+    def cell(value) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return ""
+        if isinstance(value, float):
+            return f"{value:.{digits}f}"
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(str(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+BEGIN, END = "<!-- bench report: begin -->", "<!-- bench report: end -->"
+
+
+def _mean_std(mean, std, n) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return ""
+    return f"{mean:.3f} ± {std:.3f}" if n and n > 1 and std == std else f"{mean:.3f}"
+
+
+def report(board: pd.DataFrame, source: str) -> str:
+    """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
+    and the attack's first metric (mean ± std over seeds), its random guess and the advantage over it."""
+    headline = headline_metrics(board)
+    up = direction(board)
+    lines = [f"Printed by `bench report` from the records in `{source}` (means ± sample std over seeds; a value "
+             "without ± is one seed). Rank = frontier layer on (headline utility, the attack's first metric), then "
+             "utility; layer 1 is the Pareto frontier. Advantage = attack success minus the random guess scored in "
+             "the same cells, oriented so that positive means the attack beats a guess.", ""]
+    tasks = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index
+    for task in tasks:
+        on_task = board[board["task"] == task]
+        utility = headline.get(task)
+        for attack in sorted(on_task["attack"].unique()):
+            rows = on_task[on_task["attack"] == attack]
+            privacy = [m for m in rows.sort_values("order" if "order" in rows else "metric")["metric"].unique()
+                       if m.startswith(f"privacy/{attack}/")]
+            table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "")
+            if table.empty:
+                continue
+            lines += [f"### {task} · {attack or 'no attack'}", ""]
+            out = pd.DataFrame({"rank": table["rank"], "frontier": table["frontier"].replace(0, ""),
+                                "defense": table["defense"], "arguments": table["defense_args"]})
+            for extra, title in (("server_args", "server"), ("attack_args", "attack args"), ("encoder", "encoder"),
+                                 ("mode", "mode")):
+                if extra in table and table[extra].astype(str).nunique() > 1:
+                    out[title] = table[extra]
+            for metric in filter(None, [utility, privacy[0] if privacy else None]):
+                if metric in table:
+                    title = column_title(metric, up.get(metric, True))
+                    out[title] = [_mean_std(m, s, n) for m, s, n in zip(table[metric], table.get(
+                        f"{metric} std", pd.Series([0.0] * len(table))), table["n"])]
+            if privacy:
+                reference = "random/" + privacy[0].split("/", 1)[1]
+                if reference in table:
+                    out[f"random {short(reference)}"] = table[reference]
+                if "advantage" in table:
+                    out["advantage"] = table["advantage"]
+            out["seeds"] = table["n"].astype(int)
+            lines += [markdown_table(out), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def splice(document: str, generated: str) -> str:
+    """``document`` with the text between the report markers replaced by ``generated`` (markers appended at the
+    end when missing); everything outside the markers is kept."""
+    block = f"{BEGIN}\n{generated}{END}"
+    if BEGIN in document and END in document:
+        head, rest = document.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1]
+    return document.rstrip() + ("\n\n" if document.strip() else "") + block + "\n"

@@ -1,0 +1,51 @@
+"""`bench report`: the ranked tables of docs/results.md, printed from the records."""
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from bench.cli.main import app
+from bench.results.leaderboard import aggregate, seed_frame
+from bench.results.store import ResultStore
+from bench.results.views import BEGIN, END, frontier_layers, report, splice
+from tests.unit.test_dashboard import board_with_two_defenses
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_frontier_layers_follow_each_metric_direction():
+    utility, leakage = [0.8, 0.7, 0.6, 0.9, None], [1.0, 0.0, 0.5, 1.0, 0.1]
+    assert frontier_layers(utility, leakage) == [2, 1, 2, 1, 0]  # higher utility, lower leakage are better
+    assert frontier_layers(utility, leakage, leakage_up=False) == [2, 3, 3, 1, 0]  # e.g. an MSE: lower = recovered
+
+
+def test_report_ranks_with_mean_std_and_random(tmp_path):
+    board_with_two_defenses(tmp_path)
+    records, _ = ResultStore(tmp_path).read()
+    text = report(aggregate(seed_frame(records), with_order=True), "here/")
+    assert "### sst2 · rss" in text and "| rank | frontier | defense |" in text
+    assert "| 1 | 1 | none |  | 0.800 ± 0.000 | 1.000 ± 0.000 | 0.010 | 0.990 | 2 |" in text
+    assert "| 2 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 | 0.000 ± 0.000 | 0.010 | -0.010 | 2 |" in text
+    single = report(aggregate(seed_frame([r for r in records if r.seed == 0]), with_order=True), "here/")
+    assert "| 2 | 1 | texthide | m=256,k=4 | 0.500 | 0.000 | 0.010 | -0.010 | 1 |" in single  # one seed: no ±
+
+
+def test_out_replaces_only_the_marked_block(tmp_path):
+    board_with_two_defenses(tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text(f"# Title\n\nbefore\n\n{BEGIN}\nold\n{END}\n\nafter\n")
+    result = runner.invoke(app, ["report", "--results-dir", str(tmp_path), "--out", str(page)])
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    assert text.startswith("# Title\n\nbefore\n\n") and text.endswith("\n\nafter\n") and "old" not in text
+    assert "### sst2 · rss" in text
+    assert splice(text, "new\n").count(BEGIN) == 1
+
+
+def test_docs_results_match_the_committed_records():
+    records, _ = ResultStore(ROOT / "results").read()
+    fresh = splice((ROOT / "docs" / "results.md").read_text(encoding="utf-8"),
+                   report(aggregate(seed_frame(records), with_order=True), "results/"))
+    assert fresh == (ROOT / "docs" / "results.md").read_text(encoding="utf-8"), (
+        "docs/results.md is stale: run `bench report --out docs/results.md`")
