@@ -17,7 +17,9 @@ The MLM is the client's: ``minilm-mlm`` (offline) is trained on public text with
   span so has as many pieces as the original; its words are the decoded pieces.
 * ``substitutive``: ``k`` distinct phrases of the span's kind drawn uniformly from the client's own spans of
   that kind in its training split (``SpanBatch.pool``: every sensitive span of the split, distinct by its
-  words), never the span's own words. A substituted phrase brings its label fragment (a subtree, its tags).
+  words; a task may offer public phrases of a kind instead, ``Task.substitution_pool``, as the clinical tasks
+  do with public names), never the span's own words. A substituted phrase brings its label fragment (a
+  subtree, its tags).
 
 ``select=ndd`` keeps the candidate of smallest NDD(X, X̌) (Eq. 15), each span scored alone against the original
 sentence (the paper's single replacement: the other spans are unchanged in X and X̌); ``select=random`` keeps the
