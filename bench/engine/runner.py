@@ -67,6 +67,8 @@ def make_spec(
     device: str = "auto",
     seed: int = 0,
     server_args: Mapping[str, Any] | str | None = None,
+    *,
+    device_here: bool = True,
 ) -> RunSpec:
     """Validate names and values and resolve every default; raises ``BenchError`` on bad input.
 
@@ -132,7 +134,7 @@ def make_spec(
         n_eval=n_eval,
         pooling=pooling,
         max_length=max_length,
-        device=resolve_device(device),
+        device=resolve_device(device, here=device_here),  # False: a remote worker checks its own GPUs
         seed=seed,
     )
 

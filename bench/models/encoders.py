@@ -27,20 +27,36 @@ DEFAULT_ENCODER = "minilm"
 POOLINGS = ("mean", "cls", "pooler")
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` becomes ``cuda`` when a GPU is present, else ``cpu``."""
+def resolve_device(device: str, here: bool = True) -> str:
+    """``auto`` becomes ``cuda`` when a GPU is present, else ``cpu``.
+
+    ``here=False`` (cells that run on other machines, e.g. Ray workers): the name is checked but not this
+    machine's GPUs; the worker checks them before its cell runs (``require_device``)."""
     if device != "auto":
         if device.startswith("cuda"):
-            import torch
-
-            if not torch.cuda.is_available():
-                raise BenchError(f"device '{device}' was requested but no CUDA GPU is available.")
+            if here:
+                require_device(device)
         elif device != "cpu":
             raise BenchError(f"device must be auto, cpu or cuda[:N], got '{device}'.")
         return device
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def require_device(device: str, where: str = "") -> None:
+    """Refuse, with one sentence, a CUDA device this process cannot use."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BenchError(f"device '{device}' was requested but no CUDA GPU is available{where}; run on a machine "
+                         "with one, or pass --device cpu.")
+    index = int(device.split(":", 1)[1]) if ":" in device and device.split(":", 1)[1].isdigit() else 0
+    if index >= torch.cuda.device_count():
+        raise BenchError(f"device '{device}' was requested but only {torch.cuda.device_count()} CUDA GPU(s) are "
+                         f"visible{where}.")
 
 
 @contextlib.contextmanager
