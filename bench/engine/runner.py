@@ -159,6 +159,13 @@ def run_defense(spec: RunSpec):
 def run_cell(spec: RunSpec) -> ResultRecord:
     """Run one cell: the client's mechanism, the server's training and evaluation, the attack and its
     random reference, each scored by the engine against the truth only it holds."""
+    from bench.models.encoders import on_device
+
+    with on_device(spec.device):  # components that load their own models (NDD's MLM) put them on the cell's device
+        return _run_cell(spec)
+
+
+def _run_cell(spec: RunSpec) -> ResultRecord:
     from bench.core.metrics import check_values
     from bench.core.seeding import numpy_generator
     from bench.engine.provenance import hardware, versions

@@ -11,6 +11,7 @@ deterministic bag-of-hashed-words encoder for unit tests and for trying a new co
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import re
 import zlib
@@ -42,6 +43,25 @@ def resolve_device(device: str, here: bool = True) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+_CELL_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("cell_device", default="cpu")
+
+
+def cell_device() -> str:
+    """The device of the cell running in this context (``run_cell`` sets it; ``cpu`` outside a cell), for
+    components that load their own models (NDD's MLM) and are not handed an encoder that knows its device."""
+    return _CELL_DEVICE.get()
+
+
+@contextlib.contextmanager
+def on_device(device: str) -> Iterator[None]:
+    """Run the block with ``cell_device()`` = ``device``."""
+    token = _CELL_DEVICE.set(device)
+    try:
+        yield
+    finally:
+        _CELL_DEVICE.reset(token)
 
 
 def require_device(device: str, where: str = "") -> None:
