@@ -122,3 +122,14 @@ def test_refused_option_combinations(tiny_data, results, tmp_path, args, fragmen
 def test_executor_options_need_a_grid(tiny_data, results):
     result = invoke("run", "--encoder", "mock", "--check", "--dry-run")
     assert result.exit_code == 2 and "use them with --grid" in result.stderr
+
+
+def test_the_gpu_grid_asks_for_a_gpu_per_cell_and_resolves_with_a_mock_encoder(tiny_data, tmp_path):
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "grids" / "gpu_texthide_bert.yaml"
+    assert grid_resources(source) == {"num_cpus": 4.0, "num_gpus": 1.0, "memory_gb": 16.0}
+    offline = write(tmp_path, source.read_text().replace("encoders: [bert-base-cased]", "encoders: [mock]"))
+    specs = load_grid(offline, here=False)  # the driver need not have the GPU
+    assert len(specs) == 36 and {s.device for s in specs} == {"cuda"}
+    assert {s.training["mode"] for s in specs} == {"finetune"} and {s.pooling for s in specs} == {"pooler"}
