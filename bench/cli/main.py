@@ -191,7 +191,8 @@ def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_ti
         first = failed[0]
         raise BenchError(f"{len(failed)} of {ran + len(failed)} cells run on {summary.cluster} failed (first: "
                          f"{first.spec.label()} after {first.attempts} tries: {first.error.rstrip('.')}); no record "
-                         f"was written for them, {ran} others were recorded in {store.records_dir}.")
+                         f"was written for {'it' if len(failed) == 1 else 'them'}, {ran} other cells were recorded in "
+                         f"{store.records_dir} (run the grid again to retry).")
     where = f" on {summary.cluster}" if summary.cluster else ""
     out.print(f"ran {ran} cells{where}, skipped {skipped} already recorded; records in {plain(store.records_dir)}",
               highlight=False)

@@ -111,10 +111,14 @@ def connect(address: str | None) -> str:
     except BenchError:
         raise
     except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ...: one sentence, no traceback
-        where = "on this machine (--address auto)" if address == "auto" else f"at {address}"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        raise BenchError(f"could not join a Ray cluster {where} ({first[:160]}); start one with 'ray start --head' "
-                         "or pass its address.") from None
+        if address in (None, ""):
+            raise BenchError(f"could not start a local Ray instance ({first[:200]}); try again when the machine is "
+                             "less busy, or start a cluster with 'ray start --head' and pass --address.") from None
+        where = "on this machine (--address auto)" if address == "auto" else f"at {address}"
+        raise BenchError(f"could not join a Ray cluster {where} ({first[:200]}); start one with 'ray start --head' "
+                         "or pass its address (a cluster with token authentication also needs RAY_AUTH_MODE=token)."
+                         ) from None
     return f"the Ray cluster at {address}"
 
 
