@@ -105,7 +105,8 @@ def connect(address: str | None) -> str:
         _check_address(address)
     try:
         if address in (None, ""):
-            ray.init(num_cpus=LOCAL_CPUS, num_gpus=0, object_store_memory=100 * 2**20, **common)
+            # "local": a new instance even when a cluster runs on this machine (--address auto joins that one)
+            ray.init(address="local", num_cpus=LOCAL_CPUS, num_gpus=0, object_store_memory=100 * 2**20, **common)
             return f"a local Ray instance with {LOCAL_CPUS} CPUs"
         ray.init(address=address, **common)
     except BenchError:

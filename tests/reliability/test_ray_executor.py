@@ -96,9 +96,26 @@ def wait_for(condition, seconds: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def stop(head: subprocess.Popen) -> None:
+    """Stop a ``ray start --block`` and every process of its group (the GCS, the raylet, the workers)."""
+    for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(head.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            head.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    head.wait(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """A Ray head on 127.0.0.1 (2 CPUs: two workers at once, no GPU); yields (address, environment for drivers)."""
+    """A Ray head on 127.0.0.1 (2 CPUs: two workers at once, no GPU); yields (address, environment for drivers).
+
+    Ray gives its raylet a fixed 30 s to register; on a machine loaded far beyond its cores that can run out, so the
+    head is started up to three times before the module fails."""
     from ray._private.authentication.authentication_token_generator import generate_new_authentication_token
 
     folder = Path(tempfile.mkdtemp(prefix="rayt", dir="/tmp"))  # short: Ray's socket paths have a length limit
@@ -106,32 +123,29 @@ def cluster():
     token.write_text(generate_new_authentication_token())
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "RAY_AUTH_MODE": "token",
            "RAY_AUTH_TOKEN_PATH": str(token), "RAY_USAGE_STATS_ENABLED": "0", "BENCH_QUIET": "1"}
-    port = free_port()
-    log = open(folder / "head.log", "w")
-    head = subprocess.Popen(
-        [str(Path(sys.executable).parent / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-         "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
-         f"--temp-dir={folder / 'ray'}", "--object-store-memory=100000000", "--block"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    head, logs = None, []
     try:
-        wait_for(lambda: "Ray runtime started" in (folder / "head.log").read_text() or head.poll() is not None, WAIT_S,
-                 "the Ray head starting")
-        assert head.poll() is None, (folder / "head.log").read_text()
+        for attempt in range(3):
+            port, log = free_port(), folder / f"head-{attempt}.log"
+            with open(log, "w") as handle:
+                head = subprocess.Popen(
+                    [str(Path(sys.executable).parent / "ray"), "start", "--head", "--node-ip-address=127.0.0.1",
+                     f"--port={port}", "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false",
+                     "--disable-usage-stats", f"--temp-dir={folder / 'ray'}", "--object-store-memory=100000000",
+                     "--block"],
+                    env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+            wait_for(lambda: "Ray runtime started" in log.read_text() or head.poll() is not None, WAIT_S,
+                     "the Ray head starting")
+            if head.poll() is None:
+                break
+            logs.append(log.read_text()[-600:])
+            stop(head)
+        assert head.poll() is None, "the Ray head did not start in 3 tries:\n" + "\n".join(logs)
         yield f"127.0.0.1:{port}", env
     finally:
-        with_group = head.pid
-        for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(with_group, sig)
-            except ProcessLookupError:
-                break
-            try:
-                head.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                continue
-        head.wait(timeout=10)
-        log.close()
+        if head is not None:
+            stop(head)
         shutil.rmtree(folder, ignore_errors=True)
 
 
