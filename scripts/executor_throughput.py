@@ -31,11 +31,16 @@ def bench(args: list[str], env: dict) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+class Failed(Exception):
+    """A bench process of one executor failed (its last error line is the message)."""
+
+
 def finish(processes: list[subprocess.Popen], timeout: float) -> None:
     for process in processes:
         _, stderr = process.communicate(timeout=timeout)
         if process.returncode != 0:
-            raise SystemExit(f"a bench process failed:\n{stderr[-2000:]}")
+            lines = [line for line in stderr.splitlines() if line.strip()]
+            raise Failed(lines[-1] if lines else f"exit code {process.returncode}")
 
 
 def measure(name: str, grid: Path, folder: Path, workers: int, timeout: float) -> dict:
@@ -77,8 +82,12 @@ def main() -> None:
         grid.write_text(grid_text)
         for name in options.executors.split(","):
             workers = 1 if name == "local" else 2
-            rows.append(measure(name, grid, Path(folder), workers, options.timeout))
-            print(f"  {name}: done, load average {os.getloadavg()}", flush=True)
+            try:
+                rows.append(measure(name, grid, Path(folder), workers, options.timeout))
+            except Failed as exc:  # e.g. a local Ray instance that cannot start on an overloaded machine
+                print(f"  {name}: failed ({exc}), load average {os.getloadavg()}", flush=True)
+                continue
+            print(f"  {name}: {rows[-1]}, load average {os.getloadavg()}", flush=True)
     print(f"load average after: {os.getloadavg()}")
     print(f"\n{options.cells} cells, encoder {options.encoder}\n")
     print("| executor | workers | cells | wall s | cells/min | mean in-cell s | per-cell overhead s |")
