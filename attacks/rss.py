@@ -66,7 +66,8 @@ class RSS(Attack):
 
         guessed = [public.corpus[i] for i in guesses]
         guessed_text, true_text = [as_text(x) for x in guessed], [as_text(x) for x in truth.texts]
-        corpus_sbert = load_encoder(self.sbert).encode(public.corpus)  # mean pooling, as SBERT
+        device = getattr(public.encoder, "device", "cpu")  # the cell's device
+        corpus_sbert = load_encoder(self.sbert, device).encode(public.corpus)  # mean pooling, as SBERT
         position = {text: i for i, text in enumerate(public.corpus)}
         true_rows = np.array([position[t] for t in truth.texts])
         return {

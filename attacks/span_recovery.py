@@ -85,7 +85,7 @@ class SpanRecovery(Attack):
         name = self._mlm_name(release)
         mechanism_params = getattr(release.mechanism, "params", {}) or {}
         check_mlm_name(name, self.allow_untrained or bool(mechanism_params.get("allow_untrained")))
-        mlm = shared_mlm(name, public.task)
+        mlm = shared_mlm(name, public.task, getattr(public.encoder, "device", "cpu"))  # the cell's device
         encoder_vocab = getattr(getattr(public.encoder, "tokenizer", None), "get_vocab", lambda: None)()
         if encoder_vocab != mlm.tokenizer.get_vocab():
             raise BenchError(f"span-recovery's MLM '{name}' must share the encoder's WordPiece vocabulary; name one "

@@ -82,10 +82,11 @@ class NDDDistortion(SpanDefense):
 
     def rewrite(self, batch, rng):
         """Draw k candidates per chosen span, keep one (by NDD or the first), and return the edits."""
+        from bench.models.encoders import cell_device
         from bench.models.mlm import shared_mlm
 
         started = time.perf_counter()
-        mlm = shared_mlm(self.mlm, batch.task or None) if self.uses_mlm() else None
+        mlm = shared_mlm(self.mlm, batch.task or None, cell_device()) if self.uses_mlm() else None
         self.task = batch.task
         jobs = [(i, span) for i, spans in enumerate(batch.chosen) for span in spans]
         pieces = _Pieces(mlm.tokenizer) if mlm is not None else None

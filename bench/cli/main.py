@@ -81,6 +81,15 @@ def run(
     grid: Optional[Path] = typer.Option(None, help="Run every cell of a grid YAML file (resumable)."),
     shard: str = typer.Option("", help="With --grid: run only shard i/n (every n-th cell from the i-th), so n "
                               "processes sharing one results folder split the grid."),
+    executor: str = typer.Option("local", help="With --grid: local (this process) or ray (each cell a Ray task; "
+                                 "see --address)."),
+    address: Optional[str] = typer.Option(None, help="With --executor ray: auto (the cluster started on this "
+                                          "machine) or HOST:PORT; left out, a small local Ray instance is started."),
+    retries: int = typer.Option(2, help="With --executor ray: how many more times a failed cell is tried."),
+    cell_timeout: Optional[float] = typer.Option(None, "--cell-timeout", help="With --executor ray: seconds after "
+                                                 "which a running cell counts as failed (default: no limit)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --grid: list the cells, which are recorded, and an "
+                                 "estimate of each one's time from past records; nothing runs."),
     check: bool = typer.Option(False, "--check", help="Smoke run on a few examples, one epoch; nothing saved."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON instead of a table."),
     save: bool = typer.Option(True, "--save/--no-save", help="Append the record to the results store."),
@@ -95,12 +104,26 @@ def run(
 
     _load_plugins(plugin)
     store = ResultStore(results_dir)
-    if save and not check:
+    if executor not in ("local", "ray"):
+        raise BenchError(f"--executor must be local or ray, got '{executor}'.")
+    if grid is None and (executor != "local" or address or dry_run or cell_timeout is not None):
+        raise BenchError("--executor, --address, --cell-timeout and --dry-run apply to grids; use them with --grid.")
+    if executor != "ray" and (address or cell_timeout is not None):
+        raise BenchError("--address and --cell-timeout apply to the Ray executor; add --executor ray.")
+    if executor == "ray" and shard:
+        raise BenchError("--shard splits a grid between local processes; the Ray executor schedules every cell "
+                         "itself, so drop --shard.")
+    if save and not check and not dry_run:
         store.check_writable()  # before the cell runs, so a finished result is never lost
     if grid is not None:
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
-        _run_grid(grid, store, shard)
+        if dry_run:
+            _dry_run(grid, store, shard, device, executor)
+        elif executor == "ray":
+            _run_grid_ray(grid, store, device, address, retries, cell_timeout, plugin)
+        else:
+            _run_grid(grid, store, shard, device)
         return
     if shard:
         raise BenchError("--shard splits a grid; use it with --grid.")
@@ -123,10 +146,10 @@ def run(
         _print_record(record, path)
 
 
-def _run_grid(grid: Path, store, shard: str = "") -> None:
+def _run_grid(grid: Path, store, shard: str = "", device: str = "auto") -> None:
     from bench.engine.grid import load_grid, run_grid, shard_of
 
-    specs = load_grid(grid)
+    specs = load_grid(grid, device=device)
     if shard:
         total, specs = len(specs), shard_of(specs, shard)
         err.print(f"grid {plain(grid)}: shard {plain(shard.strip())}, {len(specs)} of {total} cells", highlight=False)
@@ -143,6 +166,62 @@ def _run_grid(grid: Path, store, shard: str = "") -> None:
         err.print(f"[yellow]warning:[/yellow] {plain(problem)}; fix or delete that line", highlight=False,
                   soft_wrap=True)
     out.print(f"ran {ran} cells, skipped {skipped} already recorded; records in {plain(store.records_dir)}",
+              highlight=False)
+
+
+def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_timeout, plugins) -> None:
+    from bench.engine.grid import grid_resources, load_grid
+    from bench.engine.ray_executor import run_grid_ray
+
+    specs = load_grid(grid, device=device, here=False)
+    resources = grid_resources(grid)
+    need = ", ".join(f"{k} {v:g}" for k, v in resources.items() if v)
+    err.print(f"grid {plain(grid)}: {len(specs)} cells on Ray, each asking for {need}", highlight=False)
+
+    def report(cell) -> None:
+        where = f" on {cell.where}" if cell.where else ""
+        tries = f" (try {cell.attempts})" if cell.attempts > 1 else ""
+        why = f": {cell.error}" if cell.error else ""
+        if cell.status == "claimed":
+            why = " (another process is running it; looked at again after the other cells)"
+        err.print(f"  {cell.status:8} {plain(cell.spec.label())}{where}{tries}{plain(why)}", highlight=False,
+                  soft_wrap=True)
+
+    summary = run_grid_ray(specs, store, address, resources, retries, plugins or [], report, cell_timeout)
+    for node, (count, seconds) in summary.by_node().items():
+        err.print(f"  node {plain(node)}: {count} cells, {seconds:.1f} s of cell time", highlight=False)
+    ran, skipped = summary.count("done"), summary.count("skipped")
+    failed = [cell for cell in summary.cells if cell.status == "failed"]
+    if failed:
+        first = failed[0]
+        raise BenchError(f"{len(failed)} of {ran + len(failed)} cells run on {summary.cluster} failed (first: "
+                         f"{first.spec.label()} after {first.attempts} tries: {first.error.rstrip('.')}); no record "
+                         f"was written for {'it' if len(failed) == 1 else 'them'}, {ran} other cells were recorded in "
+                         f"{store.records_dir} (run the grid again to retry).")
+    where = f" on {summary.cluster}" if summary.cluster else ""
+    out.print(f"ran {ran} cells{where}, skipped {skipped} already recorded; records in {plain(store.records_dir)}",
+              highlight=False)
+
+
+def _dry_run(grid: Path, store, shard: str, device: str, executor: str) -> None:
+    from bench.engine.grid import estimate_cells, load_grid, shard_of
+
+    specs = load_grid(grid, device=device, here=executor == "local")
+    if shard:
+        specs = shard_of(specs, shard)
+    rows = estimate_cells(specs, store)
+    table = Table(title=f"{plain(grid)}: {len(specs)} cells (dry run, nothing runs)", title_justify="left")
+    for column in ("cell", "status", "estimate", "from"):
+        table.add_column(column, justify="right" if column == "estimate" else "left")
+    for row in rows:
+        estimate = "?" if row.seconds is None else f"{row.seconds:.1f} s {row.device}"
+        table.add_row(row.spec.label(), row.status, estimate, row.basis)
+    (out if out.is_terminal else Console(width=200)).print(table)
+    todo = [row for row in rows if row.status == "to run"]
+    known = [row.seconds for row in todo if row.seconds is not None]
+    unknown = len(todo) - len(known)
+    out.print(f"{len(todo)} cells to run, {len(rows) - len(todo)} already recorded; estimated {sum(known):.0f} s of "
+              f"cell time for {len(known)} of them" + (f", no past record for {unknown}" if unknown else ""),
               highlight=False)
 
 

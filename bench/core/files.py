@@ -63,7 +63,12 @@ def atomic_directory(target: Path | str) -> Iterator[Path]:
         if target.exists():
             shutil.rmtree(temporary)
             return
-        os.replace(temporary, target)
+        try:
+            os.replace(temporary, target)
+        except OSError:
+            if not target.is_dir():  # not a lost race: a real failure
+                raise
+            shutil.rmtree(temporary)  # another process published between the check and the rename: it won
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise

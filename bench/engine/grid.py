@@ -10,12 +10,14 @@ Example::
     attacks: [rss]
     seeds: [0, 1, 2]
     settings: {n_train: 8000, mode: frozen}   # any make_spec keyword, applied to every cell
+    resources: {num_cpus: 1, num_gpus: 0, memory_gb: 4}   # what one cell needs (the Ray executor schedules by it)
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -24,7 +26,8 @@ from bench.core.spec import RunSpec
 from bench.engine.runner import component_versions, make_spec, run_cell
 from bench.results.store import ResultStore
 
-GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings"}
+GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings", "resources"}
+RESOURCE_KEYS = {"num_cpus": 1.0, "num_gpus": 0.0, "memory_gb": 0.0}  # per cell; memory 0: not declared
 
 
 def _as_list(value: Any, key: str, kind: type | tuple[type, ...] = str) -> list:
@@ -38,11 +41,10 @@ def _as_list(value: Any, key: str, kind: type | tuple[type, ...] = str) -> list:
     return items
 
 
-def load_grid(path: str | Path) -> list[RunSpec]:
-    """Every cell of a grid file, validated and resolved (nothing runs on a bad grid)."""
+def _read_grid(path: Path) -> dict:
+    """The grid file's mapping, or one sentence on why it is not one."""
     import yaml
 
-    path = Path(path)
     if not path.is_file():
         raise BenchError(f"grid file {path} does not exist.")
     try:
@@ -57,6 +59,35 @@ def load_grid(path: str | Path) -> list[RunSpec]:
     unknown = {str(k) for k in grid} - GRID_KEYS
     if unknown:
         raise BenchError(f"grid file {path} has unknown keys {', '.join(sorted(unknown))}.")
+    return grid
+
+
+def grid_resources(path: str | Path) -> dict[str, float]:
+    """What one cell of the grid needs (``resources:``; defaults: one CPU, no GPU, memory not declared)."""
+    path = Path(path)
+    given = _read_grid(path).get("resources") or {}
+    if not isinstance(given, dict) or set(map(str, given)) - set(RESOURCE_KEYS):
+        raise BenchError(f"grid key 'resources' of {path} must be a mapping with keys "
+                         f"{', '.join(sorted(RESOURCE_KEYS))}.")
+    resources = dict(RESOURCE_KEYS)
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise BenchError(f"grid resource '{key}' of {path} must be a number of at least 0, got {value!r}.")
+        resources[str(key)] = float(value)
+    if resources["num_cpus"] <= 0:
+        raise BenchError(f"grid resource 'num_cpus' of {path} must be more than 0.")
+    return resources
+
+
+def load_grid(path: str | Path, device: str | None = None, here: bool = True) -> list[RunSpec]:
+    """Every cell of a grid file, validated and resolved (nothing runs on a bad grid).
+
+    ``device`` (``--device``) replaces the grid's ``settings: {device: ...}`` unless it is None or "auto".
+    ``here=False``: the cells run elsewhere (Ray workers), so a CUDA device is not checked on this machine, and
+    "auto" means cuda when the grid declares ``resources: {num_gpus: ...}`` and cpu otherwise.
+    """
+    path = Path(path)
+    grid = _read_grid(path)
     if not grid.get("defenses"):
         raise BenchError(f"grid file {path} lists no defenses.")
     for key in ("tasks", "encoders", "servers", "attacks", "seeds"):
@@ -66,6 +97,17 @@ def load_grid(path: str | Path) -> list[RunSpec]:
     settings = grid.get("settings") or {}
     if not isinstance(settings, dict):
         raise BenchError("grid key 'settings' must be a mapping of make_spec keywords.")
+    settings = dict(settings)
+    if "device_here" in settings:
+        raise BenchError(f"grid file {path} sets 'device_here', which is not a setting; choose the executor instead.")
+    if device not in (None, "auto"):
+        settings["device"] = device
+    if not here and settings.get("device", "auto") == "auto":
+        settings["device"] = "cuda" if grid_resources(path)["num_gpus"] > 0 else "cpu"
+    if here and grid_resources(path)["num_gpus"] > 0:
+        from bench.models.encoders import require_device
+
+        require_device("cuda", f" for grid file {path}, which asks for num_gpus per cell")
     defenses = []
     for item in _as_list(grid.get("defenses"), "defenses", (str, dict)):
         if isinstance(item, str):
@@ -95,7 +137,7 @@ def load_grid(path: str | Path) -> list[RunSpec]:
             specs.append(
                 make_spec(
                     task=task, encoder=encoder, defense=defense, defense_args=args, attack=attack,
-                    seed=seed, server_args={**server, **own_server}, **settings,
+                    seed=seed, server_args={**server, **own_server}, device_here=here, **settings,
                 )
             )
         except (TypeError, ValueError, AttributeError) as exc:
@@ -177,3 +219,49 @@ def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool) -> 
         store.finish_claim(key)
     done.add(key)
     return "done"
+
+
+@dataclass
+class CellEstimate:
+    """A cell of a dry run: recorded or to run, and its expected time from past records."""
+
+    spec: RunSpec
+    status: str  # "recorded" or "to run"
+    seconds: float | None  # median runtime of the past records it is estimated from; None: none to go by
+    device: str  # the device those records ran on (cpu, cuda)
+    basis: str  # which records: this configuration, or its task and defense
+
+
+def estimate_cells(specs: Iterable[RunSpec], store: ResultStore) -> list[CellEstimate]:
+    """Each cell's status and time estimate, read from the store; nothing runs.
+
+    The estimate is the median ``runtime_s`` of the stored records of the same configuration (config hash, any
+    seed) on the cell's device, else of the same task and defense on that device, else of the same task and
+    defense on any device (labelled with that device), else unknown.
+    """
+    import statistics
+
+    records, _ = store.read()
+    done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
+    by_config: dict[str, list] = {}
+    by_pair: dict[tuple, list] = {}
+    for r in records:
+        device = str(r.hardware.get("device", r.spec.get("device", "cpu"))).split(":")[0]
+        by_config.setdefault(r.config_hash, []).append((device, r.runtime_s))
+        by_pair.setdefault((r.spec["task"], r.spec["defense"]), []).append((device, r.runtime_s))
+    rows = []
+    for spec in specs:
+        device = spec.device.split(":")[0]
+        status = "recorded" if cell_key(spec) in done else "to run"
+        seconds, used, basis = None, device, "no past record"
+        for pool, label, any_device in ((by_config.get(spec.config_hash(), []), "this configuration", False),
+                                        (by_pair.get((spec.task, spec.defense), []), "its task and defense", False),
+                                        (by_pair.get((spec.task, spec.defense), []), "its task and defense", True)):
+            times = [(d, t) for d, t in pool if any_device or d == device]
+            if times:
+                used = device if not any_device else max({d for d, _ in times}, key=[d for d, _ in times].count)
+                seconds = statistics.median(t for d, t in times if d == used)
+                basis = f"{label} ({sum(1 for d, _ in times if d == used)} records)"
+                break
+        rows.append(CellEstimate(spec, status, seconds, used, basis))
+    return rows

@@ -75,6 +75,8 @@ def make_spec(
     device: str = "auto",
     seed: int = 0,
     server_args: Mapping[str, Any] | str | None = None,
+    *,
+    device_here: bool = True,
 ) -> RunSpec:
     """Validate names and values and resolve every default; raises ``BenchError`` on bad input.
 
@@ -140,7 +142,7 @@ def make_spec(
         n_eval=n_eval,
         pooling=pooling,
         max_length=max_length,
-        device=resolve_device(device),
+        device=resolve_device(device, here=device_here),  # False: a remote worker checks its own GPUs
         seed=seed,
     )
 
@@ -182,6 +184,13 @@ def majority_reference(task, data) -> dict[str, Any]:
 def run_cell(spec: RunSpec) -> ResultRecord:
     """Run one cell: the client's mechanism, the server's training and evaluation, the attack and its
     random reference, each scored by the engine against the truth only it holds."""
+    from bench.models.encoders import on_device
+
+    with on_device(spec.device):  # components that load their own models (NDD's MLM) put them on the cell's device
+        return _run_cell(spec)
+
+
+def _run_cell(spec: RunSpec) -> ResultRecord:
     from bench.core.metrics import check_values
     from bench.core.seeding import numpy_generator
     from bench.engine.provenance import hardware, versions

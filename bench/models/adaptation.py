@@ -160,11 +160,12 @@ def soft_mlm_loss(logits, target_positions, target_tokens, target_weights):
     """Cross-entropy of the MLM logits against sparse soft targets, averaged over masked positions."""
     import torch
 
-    rows = torch.as_tensor(target_positions)
+    device = logits.device  # the targets go where the model is (a GPU under --device cuda)
+    rows = torch.as_tensor(target_positions, device=device)
     log_probs = torch.log_softmax(logits[rows[:, 0], rows[:, 1]], dim=-1)
-    picked = log_probs[torch.arange(len(rows)), torch.as_tensor(target_tokens)]
-    weighted = -(torch.as_tensor(target_weights) * picked)
-    positions = len({(int(a), int(b)) for a, b in rows.tolist()})
+    picked = log_probs[torch.arange(len(rows), device=device), torch.as_tensor(target_tokens, device=device)]
+    weighted = -(torch.as_tensor(target_weights, device=device) * picked)
+    positions = len({(int(a), int(b)) for a, b in np.asarray(target_positions).reshape(-1, 2).tolist()})
     return weighted.sum() / max(positions, 1)
 
 

@@ -11,6 +11,7 @@ deterministic bag-of-hashed-words encoder for unit tests and for trying a new co
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import re
 import zlib
@@ -27,20 +28,55 @@ DEFAULT_ENCODER = "minilm"
 POOLINGS = ("mean", "cls", "pooler")
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` becomes ``cuda`` when a GPU is present, else ``cpu``."""
+def resolve_device(device: str, here: bool = True) -> str:
+    """``auto`` becomes ``cuda`` when a GPU is present, else ``cpu``.
+
+    ``here=False`` (cells that run on other machines, e.g. Ray workers): the name is checked but not this
+    machine's GPUs; the worker checks them before its cell runs (``require_device``)."""
     if device != "auto":
         if device.startswith("cuda"):
-            import torch
-
-            if not torch.cuda.is_available():
-                raise BenchError(f"device '{device}' was requested but no CUDA GPU is available.")
+            if here:
+                require_device(device)
         elif device != "cpu":
             raise BenchError(f"device must be auto, cpu or cuda[:N], got '{device}'.")
         return device
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+_CELL_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("cell_device", default="cpu")
+
+
+def cell_device() -> str:
+    """The device of the cell running in this context (``run_cell`` sets it; ``cpu`` outside a cell), for
+    components that load their own models (NDD's MLM) and are not handed an encoder that knows its device."""
+    return _CELL_DEVICE.get()
+
+
+@contextlib.contextmanager
+def on_device(device: str) -> Iterator[None]:
+    """Run the block with ``cell_device()`` = ``device``."""
+    token = _CELL_DEVICE.set(device)
+    try:
+        yield
+    finally:
+        _CELL_DEVICE.reset(token)
+
+
+def require_device(device: str, where: str = "") -> None:
+    """Refuse, with one sentence, a CUDA device this process cannot use."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BenchError(f"device '{device}' was requested but no CUDA GPU is available{where}; run on a machine "
+                         "with one, or pass --device cpu.")
+    index = int(device.split(":", 1)[1]) if ":" in device and device.split(":", 1)[1].isdigit() else 0
+    if index >= torch.cuda.device_count():
+        raise BenchError(f"device '{device}' was requested but only {torch.cuda.device_count()} CUDA GPU(s) are "
+                         f"visible{where}.")
 
 
 @contextlib.contextmanager

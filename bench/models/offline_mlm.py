@@ -183,9 +183,11 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
                 chosen = rows[rng.choice(len(rows), size=attention.shape[0], replace=False)]
                 shown, row_index, column, truth = masked_batch(chosen, mlm, rng)
                 model.train()
-                logits = masked_logits(model, torch.as_tensor(shown), torch.as_tensor(row_index),
-                                       torch.as_tensor(column), attention)
-                loss = torch.nn.functional.cross_entropy(logits, torch.as_tensor(truth))
+                device = model.device  # batches go where the model is (a GPU under --device cuda)
+                logits = masked_logits(model, torch.as_tensor(shown, device=device),
+                                       torch.as_tensor(row_index, device=device),
+                                       torch.as_tensor(column, device=device), attention.to(device))
+                loss = torch.nn.functional.cross_entropy(logits, torch.as_tensor(truth, device=device))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(parameters, 1.0)

@@ -1,0 +1,135 @@
+"""Grid options around the executors, without a Ray cluster: --dry-run estimates, the resources: key, devices of grid
+cells, the body of a Ray task run in-process, and option combinations that are refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from bench import BenchError
+from bench.cli.main import app
+from bench.engine.grid import grid_resources, load_grid
+from bench.results.record import ResultRecord
+from bench.results.store import ResultStore
+
+GRID = """tasks: [sst2]
+encoders: [mock]
+defenses: [none]
+seeds: [0, 1]
+settings: {training_args: {epochs: 1}, n_train: 40, n_eval: 20}
+"""
+
+
+def write(tmp_path, text, name="grid.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_dry_run_lists_recorded_cells_and_estimates_from_past_records(tiny_data, results, tmp_path):
+    assert invoke("run", "--grid", write(tmp_path, GRID)).exit_code == 0
+    before = sorted(p.read_bytes() for p in (results / "records").glob("*.jsonl"))
+    bigger = GRID.replace("seeds: [0, 1]", "seeds: [0, 1, 2]").replace(
+        "defenses: [none]", "defenses: [none, {name: texthide, args: {m: 0, k: 4}}]")
+    bigger = bigger.replace("tasks: [sst2]", "tasks: [sst2, cola]")
+    result = CliRunner().invoke(app, ["run", "--grid", str(write(tmp_path, bigger, "big.yaml")), "--dry-run"],
+                                env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") >= 4}
+    assert "recorded" in rows["sst2 / none / - / seed 0"] and "this configuration (2 records)" in rows[
+        "sst2 / none / - / seed 0"]
+    assert "to run" in rows["sst2 / none / - / seed 2"] and "this configuration" in rows["sst2 / none / - / seed 2"]
+    assert "?" in rows["sst2 / texthide(m=0,k=4) / - / seed 0"]  # no record of sst2 + texthide
+    assert "no past record" in rows["cola / none / - / seed 0"]
+    assert "10 cells to run, 2 already recorded" in result.stdout
+    assert sorted(p.read_bytes() for p in (results / "records").glob("*.jsonl")) == before  # nothing ran
+
+
+def test_dry_run_uses_task_and_defense_when_the_configuration_is_new(tiny_data, results, tmp_path):
+    assert invoke("run", "--grid", write(tmp_path, GRID)).exit_code == 0
+    other = GRID.replace("n_eval: 20", "n_eval: 24")  # a new configuration of the same task and defense
+    result = CliRunner().invoke(app, ["run", "--grid", str(write(tmp_path, other, "o.yaml")), "--dry-run"],
+                                env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("its task and defense (2 records)") == 2
+    assert "2 cells to run, 0 already recorded" in result.stdout
+
+
+def test_dry_run_on_an_empty_results_folder_writes_nothing(tiny_data, tmp_path):
+    results = tmp_path / "nothing-here"
+    result = invoke("run", "--grid", write(tmp_path, GRID), "--dry-run", "--results-dir", results)
+    assert result.exit_code == 0, result.output
+    assert not results.exists()
+
+
+def test_grid_resources_defaults_and_validation(tmp_path):
+    assert grid_resources(write(tmp_path, GRID)) == {"num_cpus": 1.0, "num_gpus": 0.0, "memory_gb": 0.0}
+    given = grid_resources(write(tmp_path, GRID + "resources: {num_cpus: 4, num_gpus: 1, memory_gb: 16}\n"))
+    assert given == {"num_cpus": 4.0, "num_gpus": 1.0, "memory_gb": 16.0}
+    for bad, fragment in (("{gpus: 1}", "must be a mapping with keys"), ("{num_gpus: -1}", "at least 0"),
+                          ("{num_cpus: 0}", "more than 0"), ("{num_gpus: yes}", "must be a number")):
+        with pytest.raises(BenchError, match=fragment):
+            grid_resources(write(tmp_path, GRID + f"resources: {bad}\n"))
+
+
+def test_grid_devices_for_this_machine_and_for_remote_workers(tiny_data, tmp_path):
+    cuda = write(tmp_path, GRID.replace("n_eval: 20}", "n_eval: 20, device: cuda}"))
+    assert {s.device for s in load_grid(cuda, device="cpu")} == {"cpu"}  # --device replaces the grid's
+    assert {s.device for s in load_grid(cuda, here=False)} == {"cuda"}  # checked on the worker, not here
+    gpus = write(tmp_path, GRID + "resources: {num_gpus: 1}\n", "gpus.yaml")
+    assert {s.device for s in load_grid(gpus, here=False)} == {"cuda"}  # auto with declared GPUs
+    assert {s.device for s in load_grid(write(tmp_path, GRID, "cpu.yaml"), here=False)} == {"cpu"}
+    with pytest.raises(BenchError, match="no CUDA GPU is available"):
+        load_grid(cuda)
+
+
+def test_the_body_of_a_ray_task_returns_a_record_or_the_sentence_it_refused_with(tiny_data, tmp_path):
+    from bench.engine.ray_executor import run_remote_cell
+    from bench.engine.runner import run_cell
+
+    spec = load_grid(write(tmp_path, GRID))[0]
+    result = run_remote_cell(spec.to_dict(), [], threads=1)
+    record = ResultRecord.model_validate_json(result["record"])
+    local = run_cell(spec)
+    drop = {"run_id", "created_at", "runtime_s", "hardware"}
+    assert record.model_dump(exclude=drop) == local.model_dump(exclude=drop)
+    refused = run_remote_cell(dataclasses.replace(spec, device="cuda").to_dict(), [], threads=1)
+    assert "record" not in refused and "no CUDA GPU is available on worker" in refused["refused"]
+    json.dumps(refused)  # travels back to the driver as plain data
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--executor", "spark"], "--executor must be local or ray"),
+    (["--address", "auto"], "add --executor ray"),
+    (["--executor", "ray", "--shard", "1/2"], "drop --shard"),
+    (["--executor", "ray", "--address", "nonsense"], "--address must be auto or HOST:PORT"),
+    (["--executor", "ray", "--retries", "-1"], "--retries must be at least 0"),
+])
+def test_refused_option_combinations(tiny_data, results, tmp_path, args, fragment):
+    result = invoke("run", "--grid", write(tmp_path, GRID), *args)
+    assert result.exit_code == 2, result.output
+    assert fragment in result.stderr
+    assert ResultStore(results).read() == ([], [])
+
+
+def test_executor_options_need_a_grid(tiny_data, results):
+    result = invoke("run", "--encoder", "mock", "--check", "--dry-run")
+    assert result.exit_code == 2 and "use them with --grid" in result.stderr
+
+
+def test_the_gpu_grid_asks_for_a_gpu_per_cell_and_resolves_with_a_mock_encoder(tiny_data, tmp_path):
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "grids" / "gpu_texthide_bert.yaml"
+    assert grid_resources(source) == {"num_cpus": 4.0, "num_gpus": 1.0, "memory_gb": 16.0}
+    offline = write(tmp_path, source.read_text().replace("encoders: [bert-base-cased]", "encoders: [mock]"))
+    specs = load_grid(offline, here=False)  # the driver need not have the GPU
+    assert len(specs) == 36 and {s.device for s in specs} == {"cuda"}
+    assert {s.training["mode"] for s in specs} == {"finetune"} and {s.pooling for s in specs} == {"pooler"}
