@@ -1,6 +1,6 @@
 """The protocol of one cell: client → server → evaluation → release, owned by the engine.
 
-Two client protocols, chosen per cell by ``choose_protocol``:
+Three client protocols, chosen per cell by ``choose_protocol``:
 
 - ``tokens``: the client splits its text in a public token space and runs the defense's token
   mechanism on both splits; the server encodes the released ids or vectors with its own encoder
@@ -8,6 +8,8 @@ Two client protocols, chosen per cell by ``choose_protocol``:
 - ``representations``: the client encodes its text with the public encoder and hides each batch
   with the defense's transform (TextHide's mixing and masking, d_chi noise); the server trains on the
   hidden batches it receives and predicts hidden evaluation representations.
+- ``api``: the server trains a victim on its (possibly defended) training text and serves its predictions;
+  an output defense changes the answers; the release is query access (``run_api``).
 
 The server (the task family's, ``bench.models.servers``) only ever receives releases; the truth stays
 here and in the runner.
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.core.components import RepresentationDefense, SpanDefense, TokenDefense
+from bench.core.components import OutputDefense, RepresentationDefense, SpanDefense, TokenDefense
 from bench.core.errors import BenchError
 from bench.core.releases import GradientRelease, Release, ReleaseKind
 from bench.core.spec import RunSpec
@@ -66,6 +68,7 @@ class CellOutput:
     encoder: Any = None  # the public encoder an adversary holds for this release
     deferred: dict[ReleaseKind, Any] = field(default_factory=dict)  # kind -> () -> Release, built only if attacked
     truth_spans: list | None = None  # original pieces behind each slot of the release (Truth.spans), engine-only
+    truth_attributes: dict | None = None  # private attributes of each attacked row (Truth.attributes), engine-only
 
     def release(self, kind: ReleaseKind) -> Release:
         """The release of ``kind``, building a deferred one on first use."""
@@ -78,7 +81,8 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
     """The client protocol of a cell: the one that yields the attacked release kind, else the server's first."""
     offered = [p for p in server_protocols
                if (p == "tokens" and issubclass(defense_cls, TokenDefense))
-               or (p == "representations" and issubclass(defense_cls, RepresentationDefense))]
+               or (p == "representations" and issubclass(defense_cls, RepresentationDefense))
+               or (p == "api" and issubclass(defense_cls, (TokenDefense, OutputDefense)))]
     if not offered:
         raise BenchError(f"defense '{defense_cls.registry_name}' has no client part this task's server can train "
                          f"from (it takes {', '.join(server_protocols)}).")
@@ -86,12 +90,26 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
         for protocol in offered:
             if wanted in PROTOCOL_KINDS[protocol]:
                 return protocol
+        if wanted == ReleaseKind.PREDICTIONS or "api" in offered:
+            raise BenchError(f"this task's server ({', '.join(server_protocols)}) yields no {wanted} release: "
+                             "prediction-API attacks need a task that serves one (trustpilot, blog, agnews), and "
+                             "those tasks release predictions only.")
     return offered[0]
+
+
+def released_kinds(defense_cls: type) -> tuple[ReleaseKind, ...]:
+    """The release kinds a defense can yield: its own, and for a text defense also the predictions of a prediction
+    API whose victim trained on its release (it acts there as a data defense)."""
+    kinds = tuple(defense_cls.releases)
+    if issubclass(defense_cls, TokenDefense) and ReleaseKind.PREDICTIONS not in kinds:
+        kinds += (ReleaseKind.PREDICTIONS,)
+    return kinds
 
 
 PROTOCOL_KINDS = {
     "tokens": (ReleaseKind.TEXT, ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.REWRITTEN_TEXT),
     "representations": (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS),
+    "api": (ReleaseKind.PREDICTIONS,),
 }
 
 
@@ -99,6 +117,8 @@ def run_protocol(protocol: str, defense, context: CellContext, server) -> CellOu
     """Run the client protocol ``protocol`` for ``defense`` with the task's ``server``."""
     if protocol == "tokens":
         return run_tokens(defense, context, server)
+    if protocol == "api":
+        return run_api(defense, context, server)
     return run_representations(defense, context, server)
 
 
@@ -386,3 +406,70 @@ def gradient_release(defense: RepresentationDefense, mechanism, reps, targets, c
         updates.append([g.detach().numpy().copy() for g in torch.autograd.grad(loss, list(model.parameters()))])
     data = GradientRelease(model, updates, mixed[:count, None, :].numpy(), regression, batch_size=1)
     return Release(ReleaseKind.GRADIENTS, data, owners=np.arange(count), mechanism=mechanism)
+
+
+# -- a prediction API ----------------------------------------------------------------------------------
+
+
+def run_api(defense, context: CellContext, server) -> CellOutput:
+    """The server trains a victim on its training data and serves its predictions; the release is query access.
+
+    A text defense acts on the victim's training data (a span defense rewrites its sensitive spans; any other
+    token mechanism privatizes it token by token); an output defense changes the API's answers, or, for the
+    nasty teacher, the victim's training objective. Queries are raw text (the API user's own); the victim's
+    utility is the accuracy of the argmax of its defended answers on the original evaluation split. The
+    adversary gets ``PredictionAccess``: the API, its own query pool (1x: as many texts as the victim's training
+    set, disjoint from it), its attribute-labelled auxiliary texts, and the target texts whose attributes the
+    engine scores (``Release.split == "attribute_eval"``).
+    """
+    from bench.core.releases import PredictionAccess
+    from bench.core.seeding import numpy_generator
+    from bench.models.api import PredictionAPI
+    from bench.privacy.public import IdentityTokens
+
+    spec, task, data, seed = context.spec, context.task, context.data, context.spec.seed
+    if context.options.adapt:
+        raise BenchError("privacy-adaptive pretraining does not apply to a prediction API's victim; drop adapt=.")
+    server.encoder = context.encoder
+    train_items, train_labels = list(data.train.texts), data.train.labels
+    notes: dict[str, Any] = {"victim": f"frozen {spec.encoder} features + MLP head ({context.training.head_layers} "
+                                       f"hidden layers, {context.training.epochs} epochs)"}
+    objective = None
+    if isinstance(defense, OutputDefense):
+        objective = defense.distillation()
+        mechanism = defense.output_mechanism()
+    else:
+        if isinstance(defense, SpanDefense):  # the server's training text, its sensitive spans rewritten
+            from bench.engine.spans import rewrite_split
+
+            rewritten = rewrite_split(defense, task, data, "train", numpy_generator(seed, "client-spans"))
+            train_items, train_labels = list(rewritten.texts), np.asarray(rewritten.labels)
+            notes.update({"spans_rewritten": rewritten.rewritten, "spans_declared": rewritten.candidates})
+        mechanism = public_token_mechanism(defense)
+        if not isinstance(mechanism, IdentityTokens) and not isinstance(defense, SpanDefense):
+            space = defense.token_space().build(server.encoder)
+            segments, regroup = flatten_segments(train_items)
+            ids = space.client_ids(segments, numpy_generator(seed, "client-train-oov"))
+            mechanism.fit(ids, space)
+            train_items = regroup(space.render(mechanism.privatize(ids, space, numpy_generator(seed, "client-train"))))
+        notes["data_defense"] = mechanism.describe()
+        notes.update(getattr(defense, "stats", {}) or {})
+    server.fit_released(train_items, train_labels, objective)
+    notes.update(server.facts)
+    api = PredictionAPI(server.encoder, server.head, defense if isinstance(defense, OutputDefense) else None,
+                        numpy_generator(seed, "api-answers"))
+    eval_logits = server.logits(list(data.eval.texts))
+    answers = api.answer_logits(eval_logits)
+    utility = task.score(answers.argmax(axis=1), data.eval.labels)
+    notes["victim_accuracy_undefended_outputs"] = round(float(np.mean(eval_logits.argmax(axis=1) == data.eval.labels)),
+                                                        4)
+    notes["public_mechanism"] = mechanism.describe()
+    access = PredictionAccess(
+        query_pool=tuple(data.queries.texts), auxiliary=tuple(data.auxiliary.texts),
+        auxiliary_attributes={k: v.copy() for k, v in data.attributes["auxiliary"].items()},
+        targets=tuple(data.attribute_eval.texts), heldout=tuple(data.eval.texts), num_labels=type(task).num_labels,
+        measure=type(task).attribute_measure, answer=api)
+    release = Release(ReleaseKind.PREDICTIONS, access, owners=np.arange(len(data.attribute_eval)),
+                      mechanism=mechanism, split="attribute_eval")
+    return CellOutput(utility, {ReleaseKind.PREDICTIONS: release}, notes, server.encoder,
+                      truth_attributes={k: v.copy() for k, v in data.attributes["attribute_eval"].items()})

@@ -12,7 +12,7 @@ from bench.core.errors import BenchError
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.spec import RunSpec
-from bench.engine.protocols import choose_protocol
+from bench.engine.protocols import choose_protocol, released_kinds
 from bench.results.record import ResultRecord
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
@@ -20,7 +20,7 @@ CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any confi
 
 def compatible_kind(defense_cls: type, attack_cls: type):
     """The first release kind the defense produces and the attack accepts, else a BenchError."""
-    for kind in defense_cls.releases:
+    for kind in released_kinds(defense_cls):
         if kind in attack_cls.accepts:
             return kind
     produced = ", ".join(str(k) for k in defense_cls.releases) or "nothing"
@@ -94,6 +94,7 @@ def make_spec(
         wanted = compatible_kind(defense_cls, attack_cls)
         attack_obj = build_component(attack_cls, attack_args)
         attack_obj.check()  # e.g. rss sbert=, mask-inference mlm=: resolved without loading weights
+        attack_obj.check_task(task_cls)  # e.g. aia attributes=: the task has them
         resolved_attack = component_args(attack_obj)
     protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
     check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
@@ -175,9 +176,10 @@ def run_cell(spec: RunSpec) -> ResultRecord:
         release = output.release(wanted)
         corpus, corpus_labels = data.corpus()
         public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
-        owned = data.train if release.split == "train" else data.eval  # the split the release was made from
+        owned = getattr(data, release.split)  # the split the release was made from (train, eval, attribute_eval)
         truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels,
-                      spans=output.truth_spans if release.slots is not None else None)
+                      spans=output.truth_spans if release.slots is not None else None,
+                      attributes=output.truth_attributes)
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):
