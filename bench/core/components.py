@@ -52,8 +52,8 @@ class Task:
             raise BenchError(f"task '{cls.registry_name}' must declare `protocols`, the client protocols its server "
                              "trains from (representations and/or tokens, or api).")
         if ("api" in cls.protocols) != bool(cls.attributes) or ("api" in cls.protocols and len(cls.protocols) > 1):
-            raise BenchError(f"task '{cls.registry_name}' must declare `attributes` exactly when it serves a prediction "
-                             "API, and then protocols = (\"api\",).")
+            raise BenchError(f"task '{cls.registry_name}' must declare `attributes` exactly when it serves a "
+                             "prediction API, and then protocols = (\"api\",).")
         if cls.evaluate_on not in ("released", "original"):
             raise BenchError(f"task '{cls.registry_name}' declares evaluate_on '{cls.evaluate_on}'; expected "
                              "released or original.")

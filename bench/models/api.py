@@ -87,7 +87,7 @@ def nasty_head(features: np.ndarray, targets: np.ndarray, adversary, tau: float,
     head.eval()
     with torch.inference_mode():
         kl = F.kl_div(teacher, F.log_softmax(head(x) / tau, dim=1), log_target=True, reduction="batchmean")
-    return head, {"nasty_kl_from_adversary": round(float(kl), 4)}
+    return head, {"nasty_kl_from_adversary": float(kl)}
 
 
 def logits_of(head, features: np.ndarray) -> np.ndarray:
