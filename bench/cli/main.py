@@ -191,8 +191,10 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     pairs = Table(title="compatible defense / attack pairs", title_justify="left")
     pairs.add_column("defense")
     pairs.add_column("attacks")
+    from bench.engine.protocols import released_kinds
+
     for name in DEFENSES.names():
-        releases = DEFENSES.get(name).releases
+        releases = released_kinds(DEFENSES.get(name))  # text defenses also guard a prediction API's training data
         ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
         pairs.add_row(name, ", ".join(ok) or "-")
     out.print(pairs)

@@ -453,9 +453,8 @@ def run_api(defense, context: CellContext, server) -> CellOutput:
             mechanism.fit(ids, space)
             train_items = regroup(space.render(mechanism.privatize(ids, space, numpy_generator(seed, "client-train"))))
         notes["data_defense"] = mechanism.describe()
-        notes.update(getattr(defense, "stats", {}) or {})
     server.fit_released(train_items, train_labels, objective)
-    notes.update(server.facts)
+    notes.update({**server.facts, **defense.describe(server.encoder.dim)})
     api = PredictionAPI(server.encoder, server.head, defense if isinstance(defense, OutputDefense) else None,
                         numpy_generator(seed, "api-answers"))
     eval_logits = server.logits(list(data.eval.texts))
