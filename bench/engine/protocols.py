@@ -432,8 +432,12 @@ def run_api(defense, context: CellContext, server) -> CellOutput:
         raise BenchError("privacy-adaptive pretraining does not apply to a prediction API's victim; drop adapt=.")
     server.encoder = context.encoder
     train_items, train_labels = list(data.train.texts), data.train.labels
-    notes: dict[str, Any] = {"victim": f"frozen {spec.encoder} features + MLP head ({context.training.head_layers} "
-                                       f"hidden layers, {context.training.epochs} epochs)"}
+    notes: dict[str, Any] = {
+        "victim": f"frozen {spec.encoder} features + MLP head ({context.training.head_layers} hidden layers, "
+                  f"{context.training.epochs} epochs)",
+        "deviations": f"He et al. / Li et al. fine-tune BERT-base victims and imitations (5 epochs, Adam, lr 2e-5) "
+                      f"on the full data sets; here the encoder ({spec.encoder}) is frozen, only heads train, and the "
+                      f"victim trains on {len(data.train)} examples ({len(data.queries)} queries: 1x)"}
     objective = None
     if isinstance(defense, OutputDefense):
         objective = defense.distillation()
