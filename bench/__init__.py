@@ -9,6 +9,7 @@ __version__ = "0.2.0"
 from bench.core.components import (
     Attack,
     Defense,
+    OutputDefense,
     PublicKnowledge,
     RepresentationDefense,
     SpanDefense,
@@ -36,6 +37,7 @@ __all__ = [
     "Defense",
     "Examples",
     "Metric",
+    "OutputDefense",
     "PublicKnowledge",
     "Release",
     "ReleaseKind",

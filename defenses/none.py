@@ -2,7 +2,8 @@
 
 Paper: none (the reference point of every table).
 Threat model: the adversary observes exactly what the client has: the plain representation from the
-public encoder, or the text's tokens themselves.
+public encoder, or the text's tokens themselves; a prediction API's victim trains on the raw text and answers
+its plain softmax.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class NoDefense(RepresentationDefense, TokenDefense):
     """Releases the sentence representation unchanged, or every token as it is."""
 
     releases: ClassVar[tuple[ReleaseKind, ...]] = (
-        ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.TEXT, ReleaseKind.GRADIENTS,
+        ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.TEXT, ReleaseKind.GRADIENTS, ReleaseKind.PREDICTIONS,
     )
 
     def representation_mechanism(self):

@@ -276,11 +276,11 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     pairs.add_column("defense")
     pairs.add_column("attacks")
     from bench.core.releases import ReleaseKind
-    from bench.engine.protocols import rewrites_text
+    from bench.engine.protocols import released_kinds, rewrites_text
 
     on_weights = [a for a in ATTACKS.names() if ReleaseKind.MODEL in ATTACKS.get(a).accepts]
     for name in DEFENSES.names():
-        releases = DEFENSES.get(name).releases
+        releases = released_kinds(DEFENSES.get(name))  # text defenses also guard a prediction API's training data
         ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
         if on_weights and rewrites_text(DEFENSES.get(name)):  # the weights a pretraining task releases
             ok.append(f"({', '.join(on_weights)} on pretraining tasks)")

@@ -25,8 +25,13 @@ class Task:
     version: ClassVar[str] = "1"
     metrics: ClassVar[tuple[Metric, ...]] = ()  # utility metrics it computes, the headline metric first
     num_labels: ClassVar[int] = 2  # classes; 1 for regression
-    # client protocols its server trains from, preferred first: "representations" and/or "tokens" (bench.engine)
+    # client protocols its server trains from, preferred first: "representations" and/or "tokens" (bench.engine), or
+    # "api": the server trains a victim classifier and serves its predictions to queries (a prediction API)
     protocols: ClassVar[tuple[str, ...]] = ()
+    # private attributes of the authors an "api" task's examples carry (attribute inference targets them)
+    attributes: ClassVar[tuple[str, ...]] = ()
+    # what the task's reported attribute-inference figure is computed from: "accuracy" or "micro_f1" (He et al.)
+    attribute_measure: ClassVar[str] = "accuracy"
     default_n_train: ClassVar[int] = 4000
     default_n_eval: ClassVar[int] = 1000
     # the evaluation data the server predicts: "released" (privatized by the defense, as the client would send it)
@@ -46,18 +51,21 @@ class Task:
         from bench.core.errors import BenchError
 
         check_declared(f"task '{cls.registry_name}'", cls.metrics)
-        if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens", "pretraining"}:
+        if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens", "pretraining", "api"}:
             raise BenchError(f"task '{cls.registry_name}' must declare `protocols`, the client protocols its server "
-                             "trains from (representations and/or tokens, or pretraining).")
+                             "trains from (representations and/or tokens, pretraining, or api).")
         if "pretraining" in cls.protocols and (cls.protocols != ("pretraining",) or not cls.utility_task):
             raise BenchError(f"task '{cls.registry_name}' pretrains on its data: declare protocols = "
                              "(\"pretraining\",) alone and the `utility_task` the released encoder is scored on.")
+        if ("api" in cls.protocols) != bool(cls.attributes) or ("api" in cls.protocols and len(cls.protocols) > 1):
+            raise BenchError(f"task '{cls.registry_name}' must declare `attributes` exactly when it serves a "
+                             "prediction API, and then protocols = (\"api\",).")
         if cls.evaluate_on not in ("released", "original"):
             raise BenchError(f"task '{cls.registry_name}' declares evaluate_on '{cls.evaluate_on}'; expected "
                              "released or original.")
-        if cls.evaluate_on == "original" and cls.protocols != ("tokens",):
+        if cls.evaluate_on == "original" and cls.protocols not in (("tokens",), ("api",)):
             raise BenchError(f"task '{cls.registry_name}' evaluates on original data, which only the token "
-                             "protocol supports: declare protocols = (\"tokens\",).")
+                             "protocol (and a prediction API) supports: declare protocols = (\"tokens\",).")
 
     metric: ClassVar[str] = ""  # the headline utility metric's name (set from ``metrics``)
 
@@ -203,6 +211,35 @@ class SpanDefense(TokenDefense):
         return SpanRewrite(type(self).registry_name, component_args(self))
 
 
+class OutputDefense(Defense):
+    """A defense of a prediction API: it changes what the victim answers (softening, noise, reverse sigmoid,
+    most-least) or how the victim is trained (nasty teacher), never the training data.
+
+    It supplies ``answer(logits, rng)``: the probability vectors the API returns for a batch of the victim's
+    logits; and ``distillation()``: None, or the self-undermining objective (``bench.privacy.public.
+    SelfUndermining``) the server trains the victim with instead of plain cross-entropy.
+    """
+
+    releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.PREDICTIONS,)
+
+    def answer(self, logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The API's answers ``(n, classes)`` for the victim's logits (default: the softmax, unchanged)."""
+        from bench.privacy.outputs import softmax
+
+        return softmax(logits)
+
+    def distillation(self):
+        """The victim's training objective when it is not plain cross-entropy (default: None)."""
+        return None
+
+    def output_mechanism(self):
+        """The public mechanism: the defense's name and parameters (all an API user can know of it)."""
+        from bench.core.params import component_args
+        from bench.privacy.public import DeclaredOutput
+
+        return DeclaredOutput(type(self).registry_name, component_args(self))
+
+
 class RepresentationDefense(Defense):
     """A defense that transforms sentence representations (TextHide, d_chi on sequences, ...).
 
@@ -269,6 +306,8 @@ class Truth:
     # for a model release (a pretraining task): the people behind the pretraining data, e.g. the patients
     # (bench.data.clinical.Patient: name and conditions), which the attack on the weights is scored against
     records: list | None = None
+    # for a predictions release: each private attribute's true value per release row (attribute inference)
+    attributes: dict[str, np.ndarray] | None = None
 
 
 class Attack:
@@ -292,6 +331,10 @@ class Attack:
         """Cheap checks, before anything runs, of every name a parameter holds that is loaded later (a model, a
         file, a task): raise ``BenchError`` naming the parameter; never load weights. Default: nothing to check.
         ``make_spec`` calls it, so ``bench run`` and every cell of a grid are checked before the first one runs."""
+
+    def check_task(self, task_cls: type) -> None:
+        """Cheap checks of the parameters against the task's declarations (e.g. attributes it must have); raise
+        ``BenchError``. Default: nothing to check."""
 
     def attack(self, release: Release, public: PublicKnowledge) -> Any:
         """Guesses about the private inputs behind ``release``."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -80,3 +80,39 @@ class GradientRelease:
     targets: np.ndarray
     regression: bool
     batch_size: int = 1
+
+
+@dataclass
+class PredictionAccess:
+    """The ``data`` of a ``predictions`` release: query access to the victim's API, and the adversary's own texts.
+
+    Attributes:
+        query_pool: the adversary's query texts (as many as the victim's training set: "1x queries"), disjoint
+            from the victim's training data.
+        auxiliary: the adversary's attribute-labelled texts, with ``auxiliary_attributes`` (name -> values).
+        targets: the texts whose private attributes are attacked (row i belongs to release owner i).
+        heldout: held-out inputs (the victim's utility evaluation inputs) on which imitation and victim agreement
+            is measured; answers to them are counted apart from the extraction queries.
+        num_labels: the classes the API answers over.
+        measure: what the task's reported AIA figure is computed from ("accuracy" or "micro_f1", He et al.).
+        answer: texts -> the API's probability vectors ``(n, num_labels)`` after the output defense.
+    """
+
+    query_pool: tuple
+    auxiliary: tuple
+    auxiliary_attributes: dict[str, np.ndarray]
+    targets: tuple
+    heldout: tuple
+    num_labels: int
+    measure: str
+    answer: Callable[[list], np.ndarray]
+    answered: dict[str, int] = field(default_factory=dict)  # queries answered, by purpose
+
+    def query(self, texts: list, purpose: str = "extraction") -> np.ndarray:
+        """The API's answers for ``texts`` (counted under ``purpose``)."""
+        from bench.core.errors import BenchError
+
+        if not texts:
+            raise BenchError("a query to the prediction API needs at least one text.")
+        self.answered[purpose] = self.answered.get(purpose, 0) + len(texts)
+        return self.answer(list(texts))

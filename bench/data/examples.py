@@ -97,3 +97,27 @@ def _label_array(labels: list) -> np.ndarray:
         array[:] = labels
         return array
     return np.asarray(labels)
+
+
+@dataclass(frozen=True)
+class AttributeData(TaskData):
+    """The splits of a prediction-API task (attribute inference, He et al. 2022): the victim's training data
+    (``train``) and its utility evaluation data (``eval``), the adversary's query pool (``queries``: as many texts
+    as ``train``, disjoint from it), its attribute-labelled auxiliary data (``auxiliary``) and the held-out data
+    whose attributes are attacked (``attribute_eval``); ``attributes[split][name]`` holds each example's private
+    attribute values (integers)."""
+
+    queries: Examples | None = None
+    auxiliary: Examples | None = None
+    attribute_eval: Examples | None = None
+    attributes: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    def data_hash(self) -> str:
+        """SHA-256 over every split's examples and attributes, in order."""
+        digest = hashlib.sha256(super().data_hash().encode("ascii"))
+        for name in ("queries", "auxiliary", "attribute_eval"):
+            split = getattr(self, name)
+            payload = {"texts": list(split.texts), "labels": split.labels.tolist(),
+                       "attributes": {k: v.tolist() for k, v in sorted(self.attributes.get(name, {}).items())}}
+            digest.update(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+        return digest.hexdigest()

@@ -123,10 +123,22 @@ def _check_fields(cls: type, problems: list[str]) -> bool:
 
 
 def _check_defense_determinism(cls: type) -> list[str]:
-    from bench.core.components import RepresentationDefense, TokenDefense
+    from bench.core.components import OutputDefense, RepresentationDefense, TokenDefense
 
     problems = []
     first, second = cls(), cls()
+    if issubclass(cls, OutputDefense):
+        try:
+            if first.output_mechanism().describe() != second.output_mechanism().describe():
+                problems.append("output_mechanism().describe() differs between two builds from defaults")
+            logits = np.linspace(-3, 3, 24).reshape(6, 4)
+            answers = [d.answer(logits.copy(), np.random.default_rng(0)) for d in (first, second)]
+            if not _same(answers[0], answers[1]):
+                problems.append("the API's answers differ between two runs from the same seed")
+            elif not np.allclose(np.asarray(answers[0]).sum(axis=1), 1.0) or np.asarray(answers[0]).min() < 0:
+                problems.append("answer() must return probability vectors (non-negative rows summing to 1)")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"answer() fails on a fixed batch of logits ({type(exc).__name__}: {exc})")
     if issubclass(cls, TokenDefense):
         try:
             m1, m2 = first.token_mechanism(), second.token_mechanism()

@@ -1,6 +1,6 @@
 """The protocol of one cell: client → server → evaluation → release, owned by the engine.
 
-Three client protocols, chosen per cell by ``choose_protocol``:
+The client protocols, chosen per cell by ``choose_protocol``:
 
 - ``tokens``: the client splits its text in a public token space and runs the defense's token
   mechanism on both splits; the server encodes the released ids or vectors with its own encoder
@@ -11,6 +11,8 @@ Three client protocols, chosen per cell by ``choose_protocol``:
 - ``pretraining`` (tasks that declare it alone, the clinical tasks): the client rewrites its text with a span
   defense (or releases it as it is with ``none``), further pretrains a masked LM on it and releases the weights
   (kind ``model``); the utility is the task's ``utility_task`` scored with the released encoder as the server's.
+- ``api``: the server trains a victim on its (possibly defended) training text and serves its predictions;
+  an output defense changes the answers; the release is query access (``run_api``).
 
 The server (the task family's, ``bench.models.servers``) only ever receives releases; the truth stays
 here and in the runner.
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.core.components import RepresentationDefense, SpanDefense, TokenDefense
+from bench.core.components import OutputDefense, RepresentationDefense, SpanDefense, TokenDefense
 from bench.core.errors import BenchError
 from bench.core.releases import GradientRelease, Release, ReleaseKind
 from bench.core.spec import RunSpec
@@ -71,6 +73,7 @@ class CellOutput:
     deferred: dict[ReleaseKind, Any] = field(default_factory=dict)  # kind -> () -> Release, built only if attacked
     truth_spans: list | None = None  # original pieces behind each slot of the release (Truth.spans), engine-only
     truth_records: list | None = None  # the people behind a model release's training data (Truth.records)
+    truth_attributes: dict | None = None  # private attributes of each attacked row (Truth.attributes), engine-only
 
     def release(self, kind: ReleaseKind) -> Release:
         """The release of ``kind``, building a deferred one on first use."""
@@ -84,7 +87,8 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
     offered = [p for p in server_protocols
                if (p == "tokens" and issubclass(defense_cls, TokenDefense))
                or (p == "pretraining" and rewrites_text(defense_cls))
-               or (p == "representations" and issubclass(defense_cls, RepresentationDefense))]
+               or (p == "representations" and issubclass(defense_cls, RepresentationDefense))
+               or (p == "api" and issubclass(defense_cls, (TokenDefense, OutputDefense)))]
     if not offered:
         raise BenchError(f"defense '{defense_cls.registry_name}' has no client part this task's server can train "
                          f"from (it takes {', '.join(server_protocols)}).")
@@ -92,6 +96,10 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
         for protocol in offered:
             if wanted in PROTOCOL_KINDS[protocol]:
                 return protocol
+        if wanted == ReleaseKind.PREDICTIONS or "api" in offered:
+            raise BenchError(f"this task's server ({', '.join(server_protocols)}) yields no {wanted} release: "
+                             "prediction-API attacks need a task that serves one (trustpilot, blog, agnews), and "
+                             "those tasks release predictions only.")
     return offered[0]
 
 
@@ -108,10 +116,20 @@ def rewrites_text(defense_cls: type) -> bool:
         return False
 
 
+def released_kinds(defense_cls: type) -> tuple[ReleaseKind, ...]:
+    """The release kinds a defense can yield: its own, and for a text defense also the predictions of a prediction
+    API whose victim trained on its release (it acts there as a data defense)."""
+    kinds = tuple(defense_cls.releases)
+    if issubclass(defense_cls, TokenDefense) and ReleaseKind.PREDICTIONS not in kinds:
+        kinds += (ReleaseKind.PREDICTIONS,)
+    return kinds
+
+
 PROTOCOL_KINDS = {
     "tokens": (ReleaseKind.TEXT, ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.REWRITTEN_TEXT),
     "representations": (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS),
     "pretraining": (ReleaseKind.MODEL,),
+    "api": (ReleaseKind.PREDICTIONS,),
 }
 
 
@@ -121,6 +139,8 @@ def run_protocol(protocol: str, defense, context: CellContext, server) -> CellOu
         return run_tokens(defense, context, server)
     if protocol == "pretraining":
         return run_pretraining(defense, context, server)
+    if protocol == "api":
+        return run_api(defense, context, server)
     return run_representations(defense, context, server)
 
 
@@ -497,3 +517,73 @@ def gradient_release(defense: RepresentationDefense, mechanism, reps, targets, c
         updates.append([g.detach().numpy().copy() for g in torch.autograd.grad(loss, list(model.parameters()))])
     data = GradientRelease(model, updates, mixed[:count, None, :].numpy(), regression, batch_size=1)
     return Release(ReleaseKind.GRADIENTS, data, owners=np.arange(count), mechanism=mechanism)
+
+
+# -- a prediction API ----------------------------------------------------------------------------------
+
+
+def run_api(defense, context: CellContext, server) -> CellOutput:
+    """The server trains a victim on its training data and serves its predictions; the release is query access.
+
+    A text defense acts on the victim's training data (a span defense rewrites its sensitive spans; any other
+    token mechanism privatizes it token by token); an output defense changes the API's answers, or, for the
+    nasty teacher, the victim's training objective. Queries are raw text (the API user's own); the victim's
+    utility is the accuracy of the argmax of its defended answers on the original evaluation split. The
+    adversary gets ``PredictionAccess``: the API, its own query pool (1x: as many texts as the victim's training
+    set, disjoint from it), its attribute-labelled auxiliary texts, and the target texts whose attributes the
+    engine scores (``Release.split == "attribute_eval"``).
+    """
+    from bench.core.releases import PredictionAccess
+    from bench.core.seeding import numpy_generator
+    from bench.models.api import PredictionAPI
+    from bench.privacy.public import IdentityTokens
+
+    spec, task, data, seed = context.spec, context.task, context.data, context.spec.seed
+    if context.options.adapt:
+        raise BenchError("privacy-adaptive pretraining does not apply to a prediction API's victim; drop adapt=.")
+    server.encoder = context.encoder
+    train_items, train_labels = list(data.train.texts), data.train.labels
+    notes: dict[str, Any] = {
+        "victim": f"frozen {spec.encoder} features + MLP head ({context.training.head_layers} hidden layers, "
+                  f"{context.training.epochs} epochs)",
+        "deviations": f"He et al. / Li et al. fine-tune BERT-base victims and imitations (5 epochs, Adam, lr 2e-5) "
+                      f"on the full data sets; here the encoder ({spec.encoder}) is frozen, only heads train, and the "
+                      f"victim trains on {len(data.train)} examples ({len(data.queries)} queries: 1x)"}
+    objective = None
+    if isinstance(defense, OutputDefense):
+        objective = defense.distillation()
+        mechanism = defense.output_mechanism()
+    else:
+        if isinstance(defense, SpanDefense):  # the server's training text, its sensitive spans rewritten
+            from bench.engine.spans import rewrite_split
+
+            rewritten = rewrite_split(defense, task, data, "train", numpy_generator(seed, "client-spans"))
+            train_items, train_labels = list(rewritten.texts), np.asarray(rewritten.labels)
+            notes.update({"spans_rewritten": rewritten.rewritten, "spans_declared": rewritten.candidates})
+        mechanism = public_token_mechanism(defense)
+        if not isinstance(mechanism, IdentityTokens) and not isinstance(defense, SpanDefense):
+            space = defense.token_space().build(server.encoder)
+            segments, regroup = flatten_segments(train_items)
+            ids = space.client_ids(segments, numpy_generator(seed, "client-train-oov"))
+            mechanism.fit(ids, space)
+            train_items = regroup(space.render(mechanism.privatize(ids, space, numpy_generator(seed, "client-train"))))
+        notes["data_defense"] = mechanism.describe()
+    server.fit_released(train_items, train_labels, objective)
+    notes.update({**server.facts, **defense.describe(server.encoder.dim)})
+    api = PredictionAPI(server.encoder, server.head, defense if isinstance(defense, OutputDefense) else None,
+                        numpy_generator(seed, "api-answers"))
+    eval_logits = server.logits(list(data.eval.texts))
+    answers = api.answer_logits(eval_logits)
+    utility = task.score(answers.argmax(axis=1), data.eval.labels)
+    notes["victim_accuracy_undefended_outputs"] = round(float(np.mean(eval_logits.argmax(axis=1) == data.eval.labels)),
+                                                        4)
+    notes["public_mechanism"] = mechanism.describe()
+    access = PredictionAccess(
+        query_pool=tuple(data.queries.texts), auxiliary=tuple(data.auxiliary.texts),
+        auxiliary_attributes={k: v.copy() for k, v in data.attributes["auxiliary"].items()},
+        targets=tuple(data.attribute_eval.texts), heldout=tuple(data.eval.texts), num_labels=type(task).num_labels,
+        measure=type(task).attribute_measure, answer=api)
+    release = Release(ReleaseKind.PREDICTIONS, access, owners=np.arange(len(data.attribute_eval)),
+                      mechanism=mechanism, split="attribute_eval")
+    return CellOutput(utility, {ReleaseKind.PREDICTIONS: release}, notes, server.encoder,
+                      truth_attributes={k: v.copy() for k, v in data.attributes["attribute_eval"].items()})

@@ -15,7 +15,7 @@ from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
-from bench.engine.protocols import choose_protocol
+from bench.engine.protocols import choose_protocol, released_kinds
 from bench.results.record import ResultRecord
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
@@ -23,11 +23,13 @@ CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any confi
 
 def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None = None):
     """The first release kind the defense produces and the attack accepts, else a BenchError. For a task that
-    pretrains on the client's data, a text defense's release is the pretrained model's weights."""
+    pretrains on the client's data, a text defense's release is the pretrained model's weights; a text defense
+    also guards a prediction API's training data (its release kinds include predictions)."""
     from bench.engine.protocols import rewrites_text
 
     pretraining = task_cls is not None and "pretraining" in task_cls.protocols
-    produced_kinds = (ReleaseKind.MODEL,) if pretraining and rewrites_text(defense_cls) else defense_cls.releases
+    produced_kinds = (ReleaseKind.MODEL,) if pretraining and rewrites_text(defense_cls) else \
+        released_kinds(defense_cls)
     for kind in produced_kinds:
         if kind in attack_cls.accepts:
             return kind
@@ -104,6 +106,7 @@ def make_spec(
         wanted = compatible_kind(defense_cls, attack_cls, task_cls)
         attack_obj = build_component(attack_cls, attack_args)
         attack_obj.check()  # e.g. rss sbert=, mask-inference mlm=: resolved without loading weights
+        attack_obj.check_task(task_cls)  # e.g. aia attributes=: the task has them
         resolved_attack = component_args(attack_obj)
     protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
     check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
@@ -213,9 +216,10 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
             corpus, corpus_labels = [], np.zeros(0)
             truth = Truth([], np.zeros(0), corpus_labels, records=output.truth_records)
         else:
-            owned = data.train if release.split == "train" else data.eval  # the split the release was made from
+            owned = getattr(data, release.split)  # the split the release was made from (train, eval, attribute_eval)
             truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels,
-                          spans=output.truth_spans if release.slots is not None else None)
+                          spans=output.truth_spans if release.slots is not None else None,
+                          attributes=output.truth_attributes)
         public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))

@@ -163,3 +163,34 @@ class TaggingServer(Server):
         with torch.inference_mode():
             flat = self.head(torch.from_numpy(features)).argmax(dim=1).numpy()
         return np.split(flat, np.cumsum([len(s) for s in states])[:-1]) if states else []
+
+
+@dataclass
+class PredictionServer(Server):
+    """A prediction API's victim (``bench.models.api``): the server's frozen encoder and an MLP head trained on the
+    released training data (text, or token ids a data defense released); it answers with logits that the
+    engine passes through the output defense."""
+
+    protocols: ClassVar[tuple[str, ...]] = ("api",)
+
+    num_labels: int
+    config: Any  # bench.models.training.TrainingConfig
+    seed: int
+    encoder: Any = None  # set by the engine
+    head: Any = field(default=None, init=False)
+    facts: dict = field(default_factory=dict, init=False)
+
+    def fit_released(self, released: list, labels: np.ndarray, objective=None) -> None:
+        """Train the victim head on the released training items (``objective``: the nasty teacher's, or None)."""
+        from bench.models.api import train_victim
+
+        if self.config.mode != "frozen":
+            raise BenchError("a prediction API's victim trains on frozen features here: use --mode frozen.")
+        self.head, self.facts = train_victim(self.encoder.encode(released), np.asarray(labels), self.num_labels,
+                                             self.config, self.seed, objective)
+
+    def logits(self, items: list) -> np.ndarray:
+        """The victim's logits for items (raw texts at query time)."""
+        from bench.models.api import logits_of
+
+        return logits_of(self.head, self.encoder.encode(list(items)))

@@ -262,3 +262,26 @@ class SpaceRef:
         from bench.privacy.token_space import token_space
 
         return token_space(encoder, self.vectors if self.format == "words" else "")
+
+
+# -- output mechanisms (a prediction API's answers) ------------------------------------------------
+
+
+@dataclass
+class DeclaredOutput(PublicMechanism):
+    """An output defense of a prediction API known by its defense's name and parameters."""
+
+    name: ClassVar[str] = "declared-output"
+    defense: str = ""
+    parameters: dict = field(default_factory=dict)
+
+
+@dataclass
+class SelfUndermining(PublicMechanism):
+    """The nasty teacher's training objective (Ma et al. 2021, Eq. 2): cross-entropy on the labels minus
+    ``omega * tau**2 * KL(softmax(victim / tau) || softmax(adversary / tau))``, the adversary a normally trained
+    network of the same architecture."""
+
+    name: ClassVar[str] = "self-undermining"
+    tau: float = 4.0
+    omega: float = 0.004

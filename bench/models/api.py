@@ -1,0 +1,124 @@
+"""A prediction API's victim: an MLP head on frozen encoder features, trained on the server's (possibly defended)
+training data, answering queries with probability vectors after an output defense.
+
+Plain training is ``bench.models.training.train_head`` (soft-label cross-entropy). The nasty teacher (Ma et al.
+2021, "Undistillable", Eq. 2) trains the victim instead with
+
+    L = CE(victim(x), y) - omega * tau^2 * KL(softmax(victim(x) / tau) || softmax(adversary(x) / tau)),
+
+where the adversary is a normally trained network of the same architecture (here: the plain victim head, on the
+same frozen features): the victim keeps its accuracy while its soft outputs move as far as possible from what a
+normal network would teach. Only the head trains (the encoder is frozen): a deviation from the paper, which
+trains the whole network.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch and BLAS on one thread while the block runs: the small steps of heads and attribute MLPs thrash on two
+    shared cores (a victim head's 840 Adam steps took 170 s with two threads on the loaded machine)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def train_victim(features: np.ndarray, labels: np.ndarray, num_labels: int, config, seed: int, objective=None):
+    """The victim head: plain cross-entropy, or the self-undermining objective ``objective``
+    (``bench.privacy.public.SelfUndermining``) against a plainly trained head. Returns ``(head, facts)``."""
+    from bench.models.training import targets_for, train_head
+
+    targets = targets_for(labels, num_labels)
+    unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the server's own data)
+    with one_thread():
+        plain = train_head(features, targets, unchanged, config, seed)
+        if objective is None:
+            return plain, {}
+        return nasty_head(features, targets, plain, objective.tau, objective.omega, config, seed)
+
+
+def nasty_head(features: np.ndarray, targets: np.ndarray, adversary, tau: float, omega: float, config, seed: int):
+    """Train a head from its seeded initialisation with the self-undermining loss against ``adversary``'s logits.
+
+    Returns ``(head, facts)``: facts hold the mean KL(victim || adversary) at temperature tau reached at the end.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from bench.models.generators import torch_generator
+    from bench.models.training import _cosine, initial_head
+
+    x, y = torch.from_numpy(features), torch.from_numpy(targets)
+    with torch.inference_mode():
+        teacher = F.log_softmax(adversary(x) / tau, dim=1)
+    head = initial_head(x.shape[1], y.shape[1], config, seed).train()
+    optimizer = torch.optim.Adam(head.parameters(), lr=config.lr)
+    rounds = -(-len(x) // config.batch_size)
+    schedule = _cosine(optimizer, config, rounds)
+    order_generator = torch_generator(seed, "nasty-batches")
+    for _ in range(config.epochs):
+        order = torch.randperm(len(x), generator=order_generator)
+        for start in range(0, len(x), config.batch_size):
+            idx = order[start : start + config.batch_size]
+            if len(idx) < 2:
+                continue
+            logits = head(x[idx])
+            ce = -(y[idx] * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+            kl = F.kl_div(teacher[idx], F.log_softmax(logits / tau, dim=1), log_target=True, reduction="batchmean")
+            loss = ce - omega * tau**2 * kl
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+    head.eval()
+    with torch.inference_mode():
+        kl = F.kl_div(teacher, F.log_softmax(head(x) / tau, dim=1), log_target=True, reduction="batchmean")
+    return head, {"nasty_kl_from_adversary": float(kl)}
+
+
+def logits_of(head, features: np.ndarray) -> np.ndarray:
+    """The head's logits for a batch of features."""
+    import torch
+
+    with torch.inference_mode():
+        return head(torch.as_tensor(features, dtype=torch.float32)).double().numpy()
+
+
+@dataclass
+class PredictionAPI:
+    """The served victim: texts -> encoder features -> logits -> the output defense's answers.
+
+    The defense's noise comes from one generator, drawn from in the order queries arrive (the API's own secret).
+    """
+
+    encoder: Any
+    head: Any
+    defense: Any  # an OutputDefense, or None for the plain softmax
+    rng: np.random.Generator
+
+    def logits(self, texts: list) -> np.ndarray:
+        """The victim's logits for raw texts."""
+        return logits_of(self.head, self.encoder.encode(list(texts)))
+
+    def answer_logits(self, logits: np.ndarray) -> np.ndarray:
+        """The answers for a batch of logits (the output defense applied)."""
+        from bench.privacy.outputs import softmax
+
+        return softmax(logits) if self.defense is None else self.defense.answer(logits, self.rng)
+
+    def __call__(self, texts: list) -> np.ndarray:
+        return self.answer_logits(self.logits(texts))
