@@ -2,8 +2,9 @@
 
 d_chi-privacy noise (Feyisetan et al. 2020): N = r·u with u uniform on the unit sphere of R^n and
 r ~ Gamma(shape n, scale 1/eta), so the density of N is proportional to exp(-eta·||N||).
-Exact nearest-neighbour search over an embedding table (faiss, exact L2): an approximate index
-would change the mechanism's output distribution.
+Exact nearest-neighbour search over an embedding table (bench.privacy.search: low-precision scores with a
+certified error bound, re-ranked in float64): an approximate index would change the mechanism's output
+distribution.
 """
 
 from __future__ import annotations
@@ -80,17 +81,11 @@ def _built_once(kind: str, table: np.ndarray, candidates: np.ndarray, build):
     return value
 
 
-def candidate_index(table: np.ndarray, candidates: np.ndarray):
-    """An exact faiss L2 index over ``table[candidates]``, built once per (table, candidates) pair."""
+def candidate_search(table: np.ndarray, candidates: np.ndarray):
+    """The certified exact search over ``table[candidates]`` (bench.privacy.search), built once per pair."""
+    from bench.privacy.search import CertifiedSearch
 
-    def build():
-        import faiss
-
-        index = faiss.IndexFlatL2(table.shape[1])
-        index.add(np.ascontiguousarray(table[candidates], dtype=np.float32))
-        return index
-
-    return _built_once("faiss", table, candidates, build)
+    return _built_once("search", table, candidates, lambda: CertifiedSearch(table[candidates]))
 
 
 def candidate_rows(table: np.ndarray, candidates: np.ndarray):
@@ -108,13 +103,14 @@ def candidate_sq_norms(table: np.ndarray, candidates: np.ndarray):
 
 
 def nearest_tokens(vectors: list[np.ndarray], table: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
-    """Per sentence, the ``candidates`` id whose embedding is nearest (exactly) to each vector."""
+    """Per sentence, the ``candidates`` id whose embedding is nearest to each vector: exactly the float64
+    argmin of the squared distance between the float32 vector and the float32 embedding (ties: the
+    earlier candidate)."""
     lengths = [len(x) for x in vectors]
     if not sum(lengths):
         return [np.zeros(0, dtype=np.int64) for _ in lengths]
-    _, found = candidate_index(table, candidates).search(
-        np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32), 1)
-    return _split(candidates[found[:, 0]], lengths)
+    found = candidate_search(table, candidates).nearest(np.concatenate(vectors))
+    return _split(candidates[found], lengths)
 
 
 def dchi_token_text(
