@@ -1,5 +1,9 @@
 """Exact nearest-neighbour search, certified: low-precision candidate scores, an error bound, a float64 re-rank.
 
+By default the first stage is faiss's exact float32 search (IndexFlatL2, top 2), certified by the gap
+between its two answers (below); a low-precision backend replaces it where this CPU multiplies in it
+``LOW_PRECISION_GAIN`` times faster than in float32.
+
 Every nearest-token user (dchi-text, the inversion attack, deniability, adaptation) goes through
 ``CertifiedSearch.nearest``. Its answers equal float64 brute force (argmin of ``((x - v)**2).sum()``, the
 smallest candidate position on an exact tie); only its speed depends on the backend.
@@ -238,6 +242,7 @@ class CertifiedSearch:
         self.requested = backend
         self.stages: dict[str, tuple[_Backend, np.ndarray]] = {}
         self.stats = SearchStats()
+        self.index = None  # faiss IndexFlatL2 over the sorted rows, built on first use
 
     def _stage(self, name: str):
         if name not in self.stages:
@@ -250,9 +255,16 @@ class CertifiedSearch:
         return self.stages[name]
 
     def stage_names(self) -> list[str]:
-        """The backends tried in turn (then float64 brute force)."""
-        first = choose_backend(self.base.shape[1]) if self.requested == "auto" else self.requested
-        names = [first] if first in BACKENDS and first not in _DISABLED else []
+        """The backends tried in turn (then float64 brute force).
+
+        ``auto``: a low-precision backend if it is fast enough here (``choose_backend``), else faiss's exact
+        float32 search certified by its top-2 gap; then the float32 short-list search for what is left.
+        """
+        if self.requested == "auto":
+            first = choose_backend(self.base.shape[1])
+            names = [first] if first != "float32" and first not in _DISABLED else ["faiss"]
+        else:
+            names = [self.requested] if self.requested not in _DISABLED else []
         return names + ([] if "float32" in names else ["float32"])
 
     def nearest(self, queries: np.ndarray) -> np.ndarray:
@@ -287,6 +299,8 @@ class CertifiedSearch:
         The scan after the product is NumPy (one thread, a few passes over a block that stays in cache):
         torch's reductions cost 10-20x more than these on a loaded 2-core machine.
         """
+        if name == "faiss":
+            return self._search_faiss(block, rows)
         backend, per_group = self._stage(name)
         x = block[rows]
         rounded, product = backend.products(x)
@@ -325,6 +339,29 @@ class CertifiedSearch:
             left = rows[several[~short]]
         self.stats.add(name, len(answered))
         return answered, left
+
+    def _search_faiss(self, block: np.ndarray, rows: np.ndarray):
+        """faiss's float32 top 2 (IndexFlatL2), certified where the gap between them exceeds twice the error.
+
+        faiss's squared distance |x|² + |v|² - 2<x, v> is within D = (γ_n + 4u)·(|x| + max|v|)² of the exact
+        one (each norm and the product within γ_n of their magnitudes, two float32 additions), so a gap
+        above 2·D makes the first the unique nearest, in float64 too.
+        """
+        if len(self.base) < 2:
+            return {int(r): 0 for r in rows}, rows[:0]
+        if self.index is None:
+            import faiss
+
+            self.index = faiss.IndexFlatL2(self.base.shape[1])
+            self.index.add(self.base)
+        x = np.ascontiguousarray(block[rows])
+        distances, found = self.index.search(x, 2)
+        reach = np.linalg.norm(x.astype(np.float64), axis=1) + self.norms.max()
+        error = (gamma(self.base.shape[1]) + 4 * U32) * reach**2 * SAFETY * 1.01
+        certain = (distances[:, 1].astype(np.float64) - distances[:, 0] > 2 * error) & (found[:, 0] >= 0)
+        answered = dict(zip(rows[certain].tolist(), found[certain, 0].tolist()))
+        self.stats.add("faiss", len(answered))
+        return answered, rows[~certain]
 
     def _rerank(self, block, rows, hits) -> dict[int, int]:
         """Float64 re-rank of each of ``rows``' short list (``hits``: its candidates, by sorted position)."""

@@ -52,7 +52,7 @@ def cases(table) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(points, brute_force(table, points)) for points in batches]
 
 
-@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("backend", [*BACKENDS, "faiss"])
 def test_certified_search_equals_float64_brute_force_on_100000_points(table, cases, backend):
     search = CertifiedSearch(table, backend=backend)
     checked = 0
