@@ -272,17 +272,21 @@ class CertifiedSearch:
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         answers = np.empty(len(queries), dtype=np.int64)
         self.stats.queries += len(queries)
-        for first in range(0, len(queries), QUERY_BLOCK):
-            block = queries[first : first + QUERY_BLOCK]
-            pending = np.arange(len(block))
-            for name in self.stage_names():
-                if not len(pending):
+        pending = np.arange(len(queries))
+        names = self.stage_names()
+        if names[0] == "faiss" and len(pending):  # faiss blocks the queries itself: one call for all of them
+            found, pending = self._search("faiss", queries, pending)
+            answers[list(found)] = list(found.values())
+            names = names[1:]
+        for first in range(0, len(pending), QUERY_BLOCK):
+            left = pending[first : first + QUERY_BLOCK]
+            for name in names:
+                if not len(left):
                     break
-                found, pending = self._search(name, block, pending)
-                for row, position in found.items():
-                    answers[first + row] = position
-            for row in pending:
-                answers[first + row] = self._brute_force(block[row])
+                found, left = self._search(name, queries, left)
+                answers[list(found)] = list(found.values())
+            for row in left:
+                answers[row] = self._brute_force(queries[row])
                 self.stats.add("float64", 1)
         return self.order[answers] if len(answers) else answers
 
