@@ -7,7 +7,12 @@ transforms something) in sentences per second on the encoder's features of the s
 The yardstick is exact nearest-neighbour search over the vocabulary: one query costs a row of
 distances, 2·|V|·n floating-point operations as a matrix product, so the machine's float32 matrix
 product throughput bounds it at ``GFLOP/s·1e9 / (2·|V|·n)`` tokens per second. Each token-level
-mechanism is reported as ``ceiling / measured`` (how many times slower than that bound).
+mechanism is reported as ``ceiling / measured`` (how many times slower than that bound) and as
+``measured / ceiling`` beside the bf16 and int8 ceilings (bench.privacy.search certifies low-precision
+scores, so an exact search can pass the float32 bound). The exponential mechanisms (SanText, SanText+)
+are also timed against their floor: one matrix product of the distinct replaced tokens against the
+candidates plus one pass over its rows. Each token mechanism's peak extra memory (resident set sampled
+during one more call) is reported too.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ TARGET_RATIO = 3.0  # a search mechanism within 3x of the float32 ceiling meets 
 QUERY_BLOCK = 1024  # queries per matrix product when measuring throughput (a search works in blocks)
 WARMUP_SENTENCES = 64  # a short first call loads kernels and allocators before timing
 TASK = "sst2"
+EXPONENTIAL_CHUNK = 256  # distinct tokens per product, as bench.privacy.mechanisms.exponential_sample
 
 
 @dataclass
@@ -41,6 +47,9 @@ class Timing:
     fit_s: float  # fit (token level) or setup (sentence level), run once
     run_s: list[float]  # each timed privatize / hide call on the whole batch
     search_flops: float | None = None  # 2·|V|·n of the mechanism's token space; None at sentence level
+    floor_s: float | None = None  # exponential mechanisms: the product + one pass over its rows (best of 3)
+    peak_mb: float | None = None  # resident memory above the call's start, sampled during one more call
+    backend: str | None = None  # the nearest-token search's backend, for a search mechanism
 
     @property
     def median_s(self) -> float:
@@ -73,6 +82,12 @@ class PerfReport:
         if timing.search_flops is None or not self.gflops.get("float32"):
             return None
         return search_ceiling(self.gflops["float32"], timing.search_flops)
+
+    def ceilings(self, timing: Timing) -> dict[str, float]:
+        """Exact-search tokens/s that each dtype's throughput allows in ``timing``'s token space."""
+        if timing.search_flops is None:
+            return {}
+        return {dtype: search_ceiling(g, timing.search_flops) for dtype, g in self.gflops.items() if g}
 
     def ratio(self, timing: Timing) -> float | None:
         """``ceiling / measured``: how many times slower than the float32 bound (None at sentence level)."""
@@ -204,8 +219,84 @@ def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, se
         repeats,
         warmup=lambda: mechanism.privatize(ids[:WARMUP_SENTENCES], space, numpy_generator(seed, "perf-warmup", name)),
     )
+    _, peak = peak_memory(lambda: mechanism.privatize(ids, space, numpy_generator(seed, "perf", name)))
+    floor = exponential_floor(mechanism, ids, space, numpy_generator(seed, "perf", name))
     return Timing(name, component_args(defense), "token", int(sum(len(x) for x in ids)), fit_s, times,
-                  search_flops(len(space.candidates), space.table.shape[1]))
+                  search_flops(len(space.candidates), space.table.shape[1]), floor, peak, _search_backend(space))
+
+
+def _search_backend(space) -> str | None:
+    """The backend of the nearest-token search built for ``space`` (None if no search ran)."""
+    from bench.privacy.mechanisms import _BUILT
+
+    hit = _BUILT.get(("search", id(space.table), id(space.candidates)))
+    if hit is None:
+        return None
+    by_stage = hit[2].stats.by_stage
+    return max(by_stage, key=by_stage.get) if by_stage else None
+
+
+def peak_memory(call: Callable[[], Any], interval: float = 0.002) -> tuple[Any, float | None]:
+    """``call()`` and its peak resident memory above the start, in MB (sampled; None off Linux)."""
+    import threading
+
+    statm = Path("/proc/self/statm")
+    if not statm.exists():
+        return call(), None
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def resident() -> int:
+        return int(statm.read_text().split()[1]) * page
+
+    start = resident()
+    peak = [start]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], resident())
+            done.wait(interval)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = call()
+    finally:
+        done.set()
+        sampler.join()
+    return result, (max(peak[0], resident()) - start) / 1e6
+
+
+def exponential_floor(mechanism, ids: list[np.ndarray], space, rng: np.random.Generator,
+                      repeats: int = 3) -> float | None:
+    """Seconds of the exponential mechanism's floor on ``ids`` (None for other mechanisms).
+
+    The floor: one distance row per distinct replaced token — the matrix product of those tokens'
+    embeddings with the candidates' (``CHUNK`` rows at a time, as the mechanism works) — plus one pass over
+    the rows (an in-place exp), the least any sampler of these distributions must do. The replaced tokens
+    are those of the timed call (``rng`` seeded as it was).
+    """
+    import torch
+
+    from bench.privacy.mechanisms import candidate_rows, candidate_sq_norms
+
+    sensitive = getattr(mechanism, "sensitive", None)
+    if sensitive is None or not hasattr(mechanism, "eps"):
+        return None
+    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    replace = np.isin(flat, sensitive) | (rng.random(len(flat)) < mechanism.p)
+    distinct = np.unique(flat[replace])
+    rows = candidate_rows(space.table, sensitive).float()
+    norms = candidate_sq_norms(space.table, sensitive).float()
+
+    def floor() -> None:
+        for first in range(0, len(distinct), EXPONENTIAL_CHUNK):
+            x = torch.from_numpy(np.ascontiguousarray(space.table[distinct[first : first + EXPONENTIAL_CHUNK]],
+                                                      dtype=np.float32))
+            product = norms.addmm(x, rows.T, alpha=-2).numpy()
+            np.exp(product, out=product)
+
+    return min(time_calls(floor, repeats))
 
 
 def time_sentence_mechanism(defense, features: np.ndarray, repeats: int, seed: int = 0) -> Timing:
@@ -278,8 +369,24 @@ def run_perf(
 
 
 def throughput(vocabulary: int, dim: int) -> dict[str, float | None]:
-    """GFLOP/s of float32 and bfloat16 products at the search's shape (a query block against the table)."""
-    return {dtype: matmul_gflops(QUERY_BLOCK, dim, vocabulary, dtype) for dtype in ("float32", "bfloat16")}
+    """GFLOP/s of float32, bfloat16 and int8 products at the search's shape (a query block against the table)."""
+    rates = {dtype: matmul_gflops(QUERY_BLOCK, dim, vocabulary, dtype) for dtype in ("float32", "bfloat16")}
+    rates["int8"] = int8_gflops(QUERY_BLOCK, dim, vocabulary)
+    return rates
+
+
+def int8_gflops(rows: int, inner: int, cols: int, repeats: int = 10) -> float | None:
+    """Best GFLOP/s of the certified search's int8 product (fbgemm, bench.privacy.search), None if unusable."""
+    from bench.privacy.search import BACKENDS
+
+    generator = np.random.default_rng(0)
+    try:
+        backend = BACKENDS["int8"](generator.standard_normal((cols, inner)).astype(np.float32))
+        left = generator.standard_normal((rows, inner)).astype(np.float32)
+        times = time_calls(lambda: backend.products(left), repeats)
+    except (RuntimeError, ValueError, TypeError, AttributeError):
+        return None
+    return 2.0 * rows * inner * cols / min(times) / 1e9
 
 
 def machine_info() -> dict[str, Any]:
@@ -327,6 +434,7 @@ def report_dict(report: PerfReport) -> dict[str, Any]:
         "settings": report.settings,
         "gflops": report.gflops,
         "ceiling_tokens_per_s": None if not f32 else search_ceiling(f32, flops),
+        "ceilings_tokens_per_s": {dtype: search_ceiling(g, flops) for dtype, g in report.gflops.items() if g},
         "target_ratio": TARGET_RATIO,
         "mechanisms": [_timing_dict(report, t) for t in report.timings],
         "machine": report.machine,
@@ -341,6 +449,11 @@ def _timing_dict(report: PerfReport, timing: Timing) -> dict[str, Any]:
         "fit_s": timing.fit_s, "run_s": timing.run_s, "median_s": timing.median_s, "rate": timing.rate,
         "unit": timing.unit, "ceiling": report.ceiling(timing), "ratio": ratio,
         "within_target": None if ratio is None else ratio <= TARGET_RATIO,
+        "over_fp32_ceiling": None if ratio is None else 1.0 / ratio,
+        "ceilings": report.ceilings(timing), "search_backend": timing.backend,
+        "floor_s": timing.floor_s,
+        "floor_ratio": None if not timing.floor_s else timing.median_s / timing.floor_s,
+        "peak_mb": timing.peak_mb,
     }
 
 
@@ -359,22 +472,27 @@ def perf_table(report: PerfReport):
 
     data = report_dict(report)
     settings = data["settings"]
-    bf16 = report.gflops.get("bfloat16")
+    ceilings = data["ceilings_tokens_per_s"]
     title = (
-        f"{settings['sentences']:,} SST-2 sentences, {settings['tokens']:,} tokens · "
-        f"float32 matmul {_number(report.gflops.get('float32'))} GFLOP/s"
-        + (f", bf16 {_number(bf16)}" if bf16 else "")
+        f"{settings['sentences']:,} SST-2 sentences, {settings['tokens']:,} tokens · matmul GFLOP/s "
+        + ", ".join(f"{dtype} {_number(g)}" for dtype, g in report.gflops.items() if g)
         + f" · exact-search ceiling {_number(data['ceiling_tokens_per_s'])} tokens/s "
-        f"(|V| {settings['vocabulary']:,}, n {settings['dim']})"
+        + "".join(f", {dtype} {_number(c)}" for dtype, c in ceilings.items() if dtype != "float32")
+        + f" (|V| {settings['vocabulary']:,}, n {settings['dim']})"
     )
     table = Table(title=title, title_justify="left")
-    for column in ("mechanism", "fit s", f"run s (median of {settings['repeats']})", "rate", "ceiling / measured"):
+    for column in ("mechanism", "fit s", f"run s (median of {settings['repeats']})", "rate", "ceiling / measured",
+                   "measured / fp32 ceiling", "search", "floor s", "run / floor", "peak MB"):
         table.add_column(column, justify="left" if column == "mechanism" else "right")
     for row in data["mechanisms"]:
         ratio = row["ratio"]
         verdict = "" if ratio is None else f"{ratio:.2f}×" + ("" if row["within_target"] else f"  > {TARGET_RATIO:g}×")
         table.add_row(row["defense"], f"{row['fit_s']:.3f}", f"{row['median_s']:.3f}",
                       f"{_number(row['rate'])} {row['unit']}", verdict,
+                      "" if ratio is None else f"{1 / ratio:.2f}×", row.get("search_backend") or "",
+                      "" if not row.get("floor_s") else f"{row['floor_s']:.3f}",
+                      "" if not row.get("floor_ratio") else f"{row['floor_ratio']:.2f}×",
+                      "" if row.get("peak_mb") is None else f"{row['peak_mb']:,.0f}",
                       style=None if ratio is None or row["within_target"] else "red")
     machine = report.machine
     notes = []

@@ -2,8 +2,9 @@
 
 d_chi-privacy noise (Feyisetan et al. 2020): N = r·u with u uniform on the unit sphere of R^n and
 r ~ Gamma(shape n, scale 1/eta), so the density of N is proportional to exp(-eta·||N||).
-Exact nearest-neighbour search over an embedding table (faiss, exact L2): an approximate index
-would change the mechanism's output distribution.
+Exact nearest-neighbour search over an embedding table (bench.privacy.search: low-precision scores with a
+certified error bound, re-ranked in float64): an approximate index would change the mechanism's output
+distribution.
 """
 
 from __future__ import annotations
@@ -80,17 +81,11 @@ def _built_once(kind: str, table: np.ndarray, candidates: np.ndarray, build):
     return value
 
 
-def candidate_index(table: np.ndarray, candidates: np.ndarray):
-    """An exact faiss L2 index over ``table[candidates]``, built once per (table, candidates) pair."""
+def candidate_search(table: np.ndarray, candidates: np.ndarray):
+    """The certified exact search over ``table[candidates]`` (bench.privacy.search), built once per pair."""
+    from bench.privacy.search import CertifiedSearch
 
-    def build():
-        import faiss
-
-        index = faiss.IndexFlatL2(table.shape[1])
-        index.add(np.ascontiguousarray(table[candidates], dtype=np.float32))
-        return index
-
-    return _built_once("faiss", table, candidates, build)
+    return _built_once("search", table, candidates, lambda: CertifiedSearch(table[candidates]))
 
 
 def candidate_rows(table: np.ndarray, candidates: np.ndarray):
@@ -108,13 +103,14 @@ def candidate_sq_norms(table: np.ndarray, candidates: np.ndarray):
 
 
 def nearest_tokens(vectors: list[np.ndarray], table: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
-    """Per sentence, the ``candidates`` id whose embedding is nearest (exactly) to each vector."""
+    """Per sentence, the ``candidates`` id whose embedding is nearest to each vector: exactly the float64
+    argmin of the squared distance between the float32 vector and the float32 embedding (ties: the
+    earlier candidate)."""
     lengths = [len(x) for x in vectors]
     if not sum(lengths):
         return [np.zeros(0, dtype=np.int64) for _ in lengths]
-    _, found = candidate_index(table, candidates).search(
-        np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32), 1)
-    return _split(candidates[found[:, 0]], lengths)
+    found = candidate_search(table, candidates).nearest(np.concatenate(vectors))
+    return _split(candidates[found], lengths)
 
 
 def dchi_token_text(
@@ -184,20 +180,19 @@ class ExponentialRows:
 
 def exponential_sample(
     tokens: np.ndarray, table: np.ndarray, candidates: np.ndarray, eps: float, rng: np.random.Generator,
-    chunk: int = 128, rows: ExponentialRows | None = None,
+    chunk: int = 256, rows: ExponentialRows | None = None,
 ) -> np.ndarray:
     """Exponential mechanism: each token id replaced by a ``candidates`` id y drawn with
     Pr[y|x] ∝ exp(-eps·||phi(x) - phi(y)||/2).
 
     The distribution depends on the input token only, so one row is computed per distinct token
-    (``chunk`` rows at a time, never a |V|×|V| matrix) and every occurrence samples from it by
-    inverse CDF: one uniform per occurrence, found by a single binary search in the chunk's row CDFs
-    laid end to end (row r's CDF shifted by r). With ``rows``, CDF rows are reused across calls: the same
-    distribution and the same uniforms, each searched in its own row (so a draw can differ from the
-    chunked search only where a uniform lies within float rounding of a CDF step).
+    (``chunk`` rows at a time, never a |V|×|V| matrix: one matrix product per chunk) and every occurrence
+    samples from it by inverse CDF: the chunk's unnormalised weights are summed once, laid end to end
+    (float64), and each occurrence's uniform, scaled into its row's segment, is found by one binary
+    search. With ``rows``, CDF rows are reused across calls: the same distribution and the same uniforms,
+    each searched in its own row (so a draw can differ from the chunked search only where a uniform lies
+    within float rounding of a CDF step).
     """
-    import torch
-
     require(eps > 0, f"eps must be > 0, got {eps}.")
     tokens = np.asarray(tokens, dtype=np.int64)
     out = np.empty(len(tokens), dtype=np.int64)
@@ -207,13 +202,15 @@ def exponential_sample(
     distinct, inverse, by_row, row_starts = _grouped_occurrences(tokens)
     width = len(candidates)
     for first in range(0, len(distinct), chunk):
-        rows = distinct[first : first + chunk]
-        cdf = _cdf_rows(table, rows, candidates, eps)
-        shifted = (cdf + torch.arange(len(rows), dtype=cdf.dtype)[:, None]).flatten().numpy()
-        occurrences = by_row[row_starts[first] : row_starts[first + len(rows)]]
+        part = distinct[first : first + chunk]
+        cumulative = np.cumsum(_weight_rows(table, part, candidates, eps).ravel(), dtype=np.float64)
+        ends = cumulative[width - 1 :: width]
+        starts = np.concatenate([[0.0], ends[:-1]])
+        occurrences = by_row[row_starts[first] : row_starts[first + len(part)]]
         local = inverse[occurrences] - first
-        found = np.searchsorted(shifted, uniforms[occurrences] + local, side="right") - local * width
-        out[occurrences] = candidates[np.minimum(found, width - 1)]
+        targets = starts[local] + uniforms[occurrences] * (ends[local] - starts[local])
+        found = np.searchsorted(cumulative, targets, side="right") - local * width
+        out[occurrences] = candidates[np.clip(found, 0, width - 1)]
     return out
 
 
@@ -226,13 +223,33 @@ def _grouped_occurrences(tokens: np.ndarray):
     return distinct, inverse, by_row, row_starts
 
 
-def _cdf_rows(table: np.ndarray, tokens: np.ndarray, candidates: np.ndarray, eps: float):
-    """The exponential mechanism's CDF over the ``candidates`` for each of ``tokens`` (float64 torch rows)."""
+def _weight_rows(table: np.ndarray, tokens: np.ndarray, candidates: np.ndarray, eps: float) -> np.ndarray:
+    """exp(-eps/2·(d(x, y) - min_y d(x, y))) for each of ``tokens`` x over the ``candidates`` y, float32
+    ``(len(tokens), len(candidates))``: one matrix product, then in-place passes over its rows (NumPy, one
+    thread: on a shared 2-core machine torch's threaded elementwise passes cost several times more).
+    Distances as sqrt(|x|² + |y|² - 2 x·y) in float32 (about 1e-5 absolute error), and exactly 0 from a
+    token to itself."""
     import torch
 
-    log_probs = exponential_log_probs(torch.from_numpy(table[tokens]), candidate_rows(table, candidates), eps / 2,
-                                      candidate_sq_norms(table, candidates))
-    cdf = torch.cumsum(log_probs.exp(), dim=1)
+    rows = torch.from_numpy(np.ascontiguousarray(table[tokens], dtype=np.float32))
+    squared = candidate_sq_norms(table, candidates).float().addmm(rows, candidate_rows(table, candidates).float().T,
+                                                                  alpha=-2).numpy()
+    squared += np.einsum("ij,ij->i", rows.numpy(), rows.numpy())[:, None]
+    np.maximum(squared, 0, out=squared)
+    # a token's distance to itself is 0, not the square root of the expansion's cancellation error
+    sorter = np.argsort(candidates, kind="stable")
+    position = np.minimum(np.searchsorted(candidates, tokens, sorter=sorter), len(candidates) - 1)
+    own = np.flatnonzero(candidates[sorter[position]] == tokens)
+    squared[own, sorter[position[own]]] = 0.0
+    distances = np.sqrt(squared, out=squared)
+    distances -= distances.min(axis=1, keepdims=True)
+    distances *= -eps / 2
+    return np.exp(distances, out=distances)
+
+
+def _cdf_rows(table: np.ndarray, tokens: np.ndarray, candidates: np.ndarray, eps: float) -> np.ndarray:
+    """The exponential mechanism's CDF over the ``candidates`` for each of ``tokens`` (float64 rows)."""
+    cdf = np.cumsum(_weight_rows(table, tokens, candidates, eps), axis=1, dtype=np.float64)
     return cdf / cdf[:, -1:]  # exactly 1 at the end of every row
 
 
@@ -243,7 +260,7 @@ def _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows: Exponent
     missing = [i for i, row in enumerate(cdfs) if row is None]
     for first in range(0, len(missing), chunk):
         part = missing[first : first + chunk]
-        cdf = _cdf_rows(table, distinct[part], candidates, eps).numpy()
+        cdf = _cdf_rows(table, distinct[part], candidates, eps)
         for i, row in zip(part, cdf):
             cdfs[i] = row
             rows.put(table, candidates, eps, int(distinct[i]), row)

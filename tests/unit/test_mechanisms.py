@@ -28,8 +28,8 @@ def test_dchi_noise_rejects_nonpositive_eta():
         dchi_noise(1, 4, 0.0, np.random.default_rng(0))
 
 
-def test_nearest_tokens_equal_brute_force_and_reuse_one_index_per_table():
-    from bench.privacy.mechanisms import candidate_index
+def test_nearest_tokens_equal_brute_force_and_reuse_one_search_per_table():
+    from bench.privacy.mechanisms import candidate_search
 
     rng = np.random.default_rng(0)
     table, candidates = rng.standard_normal((500, 32)), np.sort(rng.choice(500, size=300, replace=False))
@@ -38,9 +38,9 @@ def test_nearest_tokens_equal_brute_force_and_reuse_one_index_per_table():
     brute = candidates[((flat[:, None, :] - table[candidates][None]) ** 2).sum(-1).argmin(axis=1)]
     found = nearest_tokens(queries, table, candidates)
     assert [len(x) for x in found] == [7, 0, 193] and np.array_equal(np.concatenate(found), brute)
-    assert candidate_index(table, candidates) is candidate_index(table, candidates)
-    other = table[::-1].copy()  # another table: another index, never the cached one
-    assert candidate_index(other, candidates) is not candidate_index(table, candidates)
+    assert candidate_search(table, candidates) is candidate_search(table, candidates)
+    other = table[::-1].copy()  # another table: another search, never the cached one
+    assert candidate_search(other, candidates) is not candidate_search(table, candidates)
     brute_other = candidates[((flat[:, None, :] - other[candidates][None]) ** 2).sum(-1).argmin(axis=1)]
     assert np.array_equal(np.concatenate(nearest_tokens(queries, other, candidates)), brute_other)
 

@@ -1,0 +1,78 @@
+"""What Li et al.'s NER tables claim, checked on the committed offline records (grids/ndd_conll2003.yaml and
+grids/ndd_k_conll2003.yaml: frozen minilm tagger, 500 / 500 CoNLL-03 sentences, minilm-mlm, one seed).
+
+These read records, they run nothing: the records come from `bench run --grid grids/ndd_conll2003.yaml
+--results-dir results`, and `bench reproduce li_ndd_table1` prints the same comparisons with the paper's values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.analysis import reproduce as rep
+from bench.results.store import ResultStore
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+@pytest.fixture(scope="module")
+def records():
+    found, problems = ResultStore(RESULTS).read()
+    assert not problems, problems
+    return found
+
+
+def ours(records, table: str) -> dict[str, float | None]:
+    """Our mean per row id of a reproduction mapping."""
+    report = rep.reproduce(RESULTS, table, records)
+    return {row["id"]: row["ours"]["mean"] for row in report["rows"]}
+
+
+def ndd_cells(records, **args):
+    """The CoNLL-03 records of ndd with these defense arguments (500 training sentences)."""
+    return [r for r in records if r.spec["task"] == "conll2003" and r.spec["defense"] == "ndd"
+            and r.spec["n_train"] == 500 and all(r.spec["defense_args"].get(k) == v for k, v in args.items())]
+
+
+def test_masking_loses_the_most_labelled_f1(records):
+    table = ours(records, "li_ndd_table1")
+    assert table["masked lf"] is not None and table["unprotected lf"] is not None
+    others = {s: table[f"{s} lf"] for s in ("unprotected", "generated_without_ndd", "generated_with_ndd",
+                                             "substituted_without_ndd", "substituted_with_ndd")}
+    recorded = {s: v for s, v in others.items() if v is not None}
+    assert len(recorded) >= 3, others
+    assert table["masked lf"] < min(recorded.values()), (table["masked lf"], recorded)
+
+
+def test_ndd_keeps_candidates_of_lower_ndd_than_the_first_drawn(records):
+    cells = ndd_cells(records, select="ndd")
+    assert cells, "no committed NDD-selected record"
+    for record in cells:
+        notes = record.notes
+        assert notes["ndd_scored_spans"] > 100
+        assert notes["ndd_chosen_mean"] < notes["ndd_first_candidate_mean"], notes
+
+
+def test_every_ndd_record_that_ran_an_mlm_names_it_and_its_held_out_top1(records):
+    cells = [r for r in ndd_cells(records)
+             if r.spec["defense_args"]["select"] == "ndd" or r.spec["defense_args"]["mode"] == "generative"]
+    assert cells
+    for record in cells:
+        assert record.notes["mlm"] == "minilm-mlm" and record.notes["mlm_top1"] >= 0.25, record.notes
+
+
+def test_rewritten_entities_are_rarely_read_back(records):
+    """Span-recovery recovers nearly every entity of the unprotected text and few of a rewritten one."""
+    table = {}
+    for record in records:
+        if record.spec["task"] == "conll2003" and record.spec["attack"] == "span-recovery" \
+                and record.spec["n_train"] == 500:
+            table[(record.spec["defense"], record.spec["defense_args"].get("mode"),
+                   record.spec["defense_args"].get("select"))] = record.metrics["privacy/span-recovery/recovered"]
+    assert table[("none", None, None)] > 0.95
+    rewritten = {key: value for key, value in table.items() if key[0] in ("ndd", "mask")}
+    assert len(rewritten) >= 3, table
+    for key, value in rewritten.items():
+        assert value < 0.2, (key, value)
