@@ -155,12 +155,18 @@ def driver(args, env, extra=None):
     return cli_process(["run", "--executor", "ray", *args], {**keep, **(extra or {})})
 
 
+def plugin_and_grid(folder, defenses: str, seeds: str):
+    """The test plugin's file and a mock-encoder sst2 grid of ``defenses`` x ``seeds`` (YAML lists) in ``folder``."""
+    plugin = folder / "ray_plugins.py"
+    plugin.write_text(PLUGIN)
+    grid = folder / "grid.yaml"
+    grid.write_text(f"tasks: [sst2]\nencoders: [mock]\ndefenses: {defenses}\nseeds: {seeds}\n" + SETTINGS)
+    return plugin, grid
+
+
 def test_a_worker_killed_mid_grid_and_every_cell_recorded_once_like_the_local_executor(tiny_data, tmp_path, cluster):
     address, env = cluster
-    plugin = tmp_path / "ray_plugins.py"
-    plugin.write_text(PLUGIN)
-    grid = tmp_path / "grid.yaml"
-    grid.write_text("tasks: [sst2]\nencoders: [mock]\ndefenses: [pause-once, none]\nseeds: [0, 1, 2]\n" + SETTINGS)
+    plugin, grid = plugin_and_grid(tmp_path, "[pause-once, none]", "[0, 1, 2]")
     marker = tmp_path / "marker"
     results = tmp_path / "ray-results"
     process = driver(["--grid", grid, "--plugin", plugin, "--address", address, "--results-dir", results], env,
@@ -202,10 +208,7 @@ def test_a_worker_killed_mid_grid_and_every_cell_recorded_once_like_the_local_ex
 
 def test_a_cell_whose_worker_dies_every_time_is_reported_and_not_recorded(tiny_data, tmp_path, cluster):
     address, env = cluster
-    plugin = tmp_path / "ray_plugins.py"
-    plugin.write_text(PLUGIN)
-    grid = tmp_path / "grid.yaml"
-    grid.write_text("tasks: [sst2]\nencoders: [mock]\ndefenses: [none, die]\nseeds: [0]\n" + SETTINGS)
+    plugin, grid = plugin_and_grid(tmp_path, "[none, die]", "[0]")
     results = tmp_path / "results"
     process = driver(["--grid", grid, "--plugin", plugin, "--address", address, "--retries", "1", "--results-dir",
                       results], env)
