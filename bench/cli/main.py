@@ -490,6 +490,20 @@ def new_component(
     out.print(f"wrote {plain(path)}; check it with: bench check-plugin {plain(path)}", highlight=False, soft_wrap=True)
 
 
+def _published_records(results_dir: Optional[Path]):
+    """The store and records a published-board command reads: ``--results-dir``, else ``$BENCH_RESULTS_DIR``, else
+    the committed ``results/`` (the reference tables and their mappings live there); unreadable lines warned."""
+    from bench.results.store import PUBLISHED_RESULTS, ResultStore
+
+    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
+                        else PUBLISHED_RESULTS)
+    store.check_exists()
+    records, problems = store.read()
+    for problem in problems:
+        err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)
+    return store, records
+
+
 @app.command()
 @user_errors
 def reproduce(
@@ -505,15 +519,8 @@ def reproduce(
     """A paper's table beside our records (mean ± std over seeds, n), with a verdict on each of its claims;
     writes results/reproduction/<table>.json for the dashboard."""
     from bench.analysis import reproduce as rep
-    from bench.results.store import PUBLISHED_RESULTS, ResultStore
 
-    # the reference tables and their mappings are part of the published board, so that is the default here
-    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
-                        else PUBLISHED_RESULTS)
-    store.check_exists()
-    records, problems = store.read()
-    for problem in problems:
-        err.print(f"[yellow]warning:[/yellow] {problem}", highlight=False, soft_wrap=True)
+    store, records = _published_records(results_dir)
     console = out if out.is_terminal else Console(width=int(os.environ.get("COLUMNS") or 200))
     if table is None:
         if run_missing:
@@ -542,16 +549,10 @@ def report(
     """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), e.g.
     bench report --out docs/results.md."""
     from bench.results.leaderboard import aggregate, seed_frame
-    from bench.results.store import PUBLISHED_RESULTS, ResultStore
     from bench.results.views import report as render
     from bench.results.views import splice
 
-    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
-                        else PUBLISHED_RESULTS)
-    store.check_exists()
-    records, problems = store.read()
-    for problem in problems:
-        err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)
+    store, records = _published_records(results_dir)
     if not records:
         raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     source = store.root.as_posix() if store.root.is_absolute() else f"{store.root.as_posix()}/"

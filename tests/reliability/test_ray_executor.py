@@ -164,6 +164,14 @@ def plugin_and_grid(folder, defenses: str, seeds: str):
     return plugin, grid
 
 
+def finished(process):
+    """The stdout and stderr of a driver process, waited for at most WAIT_S (it is killed either way)."""
+    try:
+        return process.communicate(timeout=WAIT_S)
+    finally:
+        process.kill()
+
+
 def test_a_worker_killed_mid_grid_and_every_cell_recorded_once_like_the_local_executor(tiny_data, tmp_path, cluster):
     address, env = cluster
     plugin, grid = plugin_and_grid(tmp_path, "[pause-once, none]", "[0, 1, 2]")
@@ -212,10 +220,7 @@ def test_a_cell_whose_worker_dies_every_time_is_reported_and_not_recorded(tiny_d
     results = tmp_path / "results"
     process = driver(["--grid", grid, "--plugin", plugin, "--address", address, "--retries", "1", "--results-dir",
                       results], env)
-    try:
-        stdout, stderr = process.communicate(timeout=WAIT_S)
-    finally:
-        process.kill()
+    stdout, stderr = finished(process)
     assert process.returncode == 2, (stdout, stderr)
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and stderr.strip().splitlines()[-1] == errors[0], stderr
@@ -232,10 +237,7 @@ def test_a_grid_asking_for_gpus_the_cluster_lacks_runs_nothing(tiny_data, tmp_pa
                     + SETTINGS)
     results = tmp_path / "results"
     process = driver(["--grid", grid, "--address", address, "--results-dir", results], env)
-    try:
-        stdout, stderr = process.communicate(timeout=WAIT_S)
-    finally:
-        process.kill()
+    stdout, stderr = finished(process)
     assert process.returncode == 2, (stdout, stderr)
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "asks for 1 GPU(s) per cell" in errors[0] and "has no GPU" in errors[0], stderr
