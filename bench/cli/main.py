@@ -78,6 +78,9 @@ def run(
     pooling: str = typer.Option("mean", help="Sentence representation: mean, cls or pooler."),
     seed: int = typer.Option(0, help="Seed of data sampling, mechanism randomness and training."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    precision: Optional[str] = typer.Option(None, help="fp32 (default) or bf16: mixed precision (torch.autocast) "
+                                            "in the encoder's and MLMs' forward passes; with --grid it replaces the "
+                                            "grid's setting. On a GPU with bf16; this CPU runs it slower."),
     grid: Optional[Path] = typer.Option(None, help="Run every cell of a grid YAML file (resumable)."),
     shard: str = typer.Option("", help="With --grid: run only shard i/n (every n-th cell from the i-th), so n "
                               "processes sharing one results folder split the grid."),
@@ -119,11 +122,11 @@ def run(
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
         if dry_run:
-            _dry_run(grid, store, shard, device, executor)
+            _dry_run(grid, store, shard, device, executor, precision)
         elif executor == "ray":
-            _run_grid_ray(grid, store, device, address, retries, cell_timeout, plugin)
+            _run_grid_ray(grid, store, device, address, retries, cell_timeout, plugin, precision)
         else:
-            _run_grid(grid, store, shard, device)
+            _run_grid(grid, store, shard, device, precision)
         return
     if shard:
         raise BenchError("--shard splits a grid; use it with --grid.")
@@ -136,7 +139,7 @@ def run(
     spec = make_spec(
         task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
         attack_args=attack_args, training_args=train_args, mode=mode, n_train=n_train, n_eval=n_eval,
-        pooling=pooling, device=device, seed=seed, server_args=server_args,
+        pooling=pooling, device=device, seed=seed, server_args=server_args, precision=precision or "fp32",
     )
     record = run_cell(spec)
     path = store.append(record) if save else None
@@ -146,10 +149,10 @@ def run(
         _print_record(record, path)
 
 
-def _run_grid(grid: Path, store, shard: str = "", device: str = "auto") -> None:
+def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None) -> None:
     from bench.engine.grid import load_grid, run_grid, shard_of
 
-    specs = load_grid(grid, device=device)
+    specs = load_grid(grid, device=device, precision=precision)
     if shard:
         total, specs = len(specs), shard_of(specs, shard)
         err.print(f"grid {plain(grid)}: shard {plain(shard.strip())}, {len(specs)} of {total} cells", highlight=False)
@@ -169,11 +172,12 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto") -> None:
               highlight=False)
 
 
-def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_timeout, plugins) -> None:
+def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_timeout, plugins,
+                  precision: str | None = None) -> None:
     from bench.engine.grid import grid_resources, load_grid
     from bench.engine.ray_executor import run_grid_ray
 
-    specs = load_grid(grid, device=device, here=False)
+    specs = load_grid(grid, device=device, here=False, precision=precision)
     resources = grid_resources(grid)
     need = ", ".join(f"{k} {v:g}" for k, v in resources.items() if v)
     err.print(f"grid {plain(grid)}: {len(specs)} cells on Ray, each asking for {need}", highlight=False)
@@ -203,10 +207,10 @@ def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_ti
               highlight=False)
 
 
-def _dry_run(grid: Path, store, shard: str, device: str, executor: str) -> None:
+def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precision: str | None = None) -> None:
     from bench.engine.grid import estimate_cells, load_grid, shard_of
 
-    specs = load_grid(grid, device=device, here=executor == "local")
+    specs = load_grid(grid, device=device, here=executor == "local", precision=precision)
     if shard:
         specs = shard_of(specs, shard)
     rows = estimate_cells(specs, store)

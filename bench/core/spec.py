@@ -26,6 +26,7 @@ class RunSpec:
     pooling: str = "mean"  # sentence representation: mean of tokens, cls, or the model's pooler
     max_length: int = 128  # tokens per input (the papers' setting)
     device: str = "cpu"  # resolved device
+    precision: str = "fp32"  # transformer forward passes: fp32, or bf16 mixed precision (autocast)
     seed: int = 0  # seeds data sampling, mechanism randomness and training
 
     def to_dict(self) -> dict[str, Any]:
@@ -41,12 +42,15 @@ class RunSpec:
     def config_hash(self) -> str:
         """SHA-256 (16 hex digits) of every field but the seed.
 
-        Empty server options are left out, so cells recorded before server options existed keep their hash.
+        Empty server options and fp32 precision are left out, so cells recorded before either existed keep their
+        hash.
         """
         payload = self.to_dict()
         payload.pop("seed")
         if not payload["server"]:
             payload.pop("server")
+        if payload["precision"] == "fp32":
+            payload.pop("precision")
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -56,4 +60,5 @@ class RunSpec:
         defense = f"{self.defense}({args})" if args else self.defense
         server = ",".join(f"{k}={v}" for k, v in self.server.items() if k == "adapt")
         defense = f"{defense} + server({server})" if server else defense
-        return f"{self.task} / {defense} / {self.attack or '-'} / seed {self.seed}"
+        precision = "" if self.precision == "fp32" else f" / {self.precision}"
+        return f"{self.task} / {defense} / {self.attack or '-'}{precision} / seed {self.seed}"

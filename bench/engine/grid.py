@@ -79,10 +79,12 @@ def grid_resources(path: str | Path) -> dict[str, float]:
     return resources
 
 
-def load_grid(path: str | Path, device: str | None = None, here: bool = True) -> list[RunSpec]:
+def load_grid(path: str | Path, device: str | None = None, here: bool = True,
+              precision: str | None = None) -> list[RunSpec]:
     """Every cell of a grid file, validated and resolved (nothing runs on a bad grid).
 
-    ``device`` (``--device``) replaces the grid's ``settings: {device: ...}`` unless it is None or "auto".
+    ``device`` (``--device``) replaces the grid's ``settings: {device: ...}`` unless it is None or "auto";
+    ``precision`` (``--precision``) replaces ``settings: {precision: ...}`` unless it is None.
     ``here=False``: the cells run elsewhere (Ray workers), so a CUDA device is not checked on this machine, and
     "auto" means cuda when the grid declares ``resources: {num_gpus: ...}`` and cpu otherwise.
     """
@@ -102,6 +104,8 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True) ->
         raise BenchError(f"grid file {path} sets 'device_here', which is not a setting; choose the executor instead.")
     if device not in (None, "auto"):
         settings["device"] = device
+    if precision is not None:
+        settings["precision"] = precision
     if not here and settings.get("device", "auto") == "auto":
         settings["device"] = "cuda" if grid_resources(path)["num_gpus"] > 0 else "cpu"
     if here and grid_resources(path)["num_gpus"] > 0:

@@ -77,6 +77,7 @@ def make_spec(
     device: str = "auto",
     seed: int = 0,
     server_args: Mapping[str, Any] | str | None = None,
+    precision: str = "fp32",
     *,
     device_here: bool = True,
 ) -> RunSpec:
@@ -88,7 +89,7 @@ def make_spec(
     the defense releases, and the server options apply to the release.
     """
     from bench.engine.server_options import ServerOptions
-    from bench.models.encoders import POOLINGS, resolve_device
+    from bench.models.encoders import POOLINGS, check_precision, resolve_device
     from bench.models.training import TrainingConfig, training_defaults
 
     task_cls = TASKS.get(task)
@@ -129,6 +130,7 @@ def make_spec(
         raise BenchError(f"pooling must be one of {', '.join(POOLINGS)}, got '{pooling}'.")
     if max_length < 8:
         raise BenchError(f"max_length must be at least 8 tokens, got {max_length}.")
+    check_precision(precision)
     from bench.models.loading import check_encoder
 
     check_encoder(encoder)  # its configuration resolves (no weights load; a hub id fails fast without the hub)
@@ -146,6 +148,7 @@ def make_spec(
         pooling=pooling,
         max_length=max_length,
         device=resolve_device(device, here=device_here),  # False: a remote worker checks its own GPUs
+        precision=precision,
         seed=seed,
     )
 
@@ -189,7 +192,8 @@ def run_cell(spec: RunSpec) -> ResultRecord:
     random reference, each scored by the engine against the truth only it holds."""
     from bench.models.encoders import on_device
 
-    with on_device(spec.device):  # components that load their own models (NDD's MLM) put them on the cell's device
+    # components that load their own models (NDD's MLM) put them on the cell's device and run at its precision
+    with on_device(spec.device, spec.precision):
         return _run_cell(spec)
 
 

@@ -46,6 +46,8 @@ def resolve_device(device: str, here: bool = True) -> str:
 
 
 _CELL_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("cell_device", default="cpu")
+_CELL_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("cell_precision", default="fp32")
+PRECISIONS = ("fp32", "bf16")
 
 
 def cell_device() -> str:
@@ -54,14 +56,47 @@ def cell_device() -> str:
     return _CELL_DEVICE.get()
 
 
+def cell_precision() -> str:
+    """The precision of the cell's transformer forward passes: ``fp32`` (default) or ``bf16`` (mixed precision)."""
+    return _CELL_PRECISION.get()
+
+
+def check_precision(precision: str) -> str:
+    """``precision`` if it is one we run, else one sentence (fp16 needs loss scaling, which we do not do)."""
+    if precision not in PRECISIONS:
+        why = " (fp16 needs loss scaling when fine-tuning; bf16 has float32's range and needs none)" \
+            if precision == "fp16" else ""
+        raise BenchError(f"precision must be {' or '.join(PRECISIONS)}, got '{precision}'{why}.")
+    return precision
+
+
 @contextlib.contextmanager
-def on_device(device: str) -> Iterator[None]:
-    """Run the block with ``cell_device()`` = ``device``."""
-    token = _CELL_DEVICE.set(device)
+def on_device(device: str, precision: str = "fp32") -> Iterator[None]:
+    """Run the block with ``cell_device()`` = ``device`` and ``cell_precision()`` = ``precision``."""
+    check_precision(precision)
+    if precision == "bf16" and device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_bf16_supported():
+            raise BenchError(f"precision bf16 was requested but the GPU of device '{device}' has no bfloat16 "
+                             "support; run with --precision fp32.")
+    tokens = _CELL_DEVICE.set(device), _CELL_PRECISION.set(precision)
     try:
         yield
     finally:
-        _CELL_DEVICE.reset(token)
+        _CELL_DEVICE.reset(tokens[0])
+        _CELL_PRECISION.reset(tokens[1])
+
+
+def autocast(device) -> contextlib.AbstractContextManager:
+    """Mixed precision for a transformer forward pass on ``device`` when the cell asks for it: ``torch.autocast``
+    in bfloat16 (matrix products in bf16, reductions and softmax in float32), else nothing. The callers cast
+    outputs back to float32 (features) or float64 (MLM log-probabilities)."""
+    if _CELL_PRECISION.get() == "fp32":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(device_type="cuda" if str(device).startswith("cuda") else "cpu", dtype=torch.bfloat16)
 
 
 def require_device(device: str, where: str = "") -> None:
@@ -129,12 +164,15 @@ class Encoder:
 
     def settings(self) -> dict:
         """What determines the features besides the texts (the cache key's first part)."""
-        return {
+        settings = {
             "encoder": self.name,
             "revision": self.revision,
             "pooling": self.pooling,
             "max_length": self.max_length,
         }
+        if cell_precision() != "fp32":  # left out for fp32, so the features cached before precision existed stay valid
+            settings["precision"] = cell_precision()
+        return settings
 
     def token_ids(self, texts: Sequence) -> list:
         """WordPiece ids of each text without special tokens, truncated to fit max_length.
@@ -198,15 +236,17 @@ class Encoder:
     def pooled(self, items: Sequence):
         """Sentence representations as a tensor, with gradients when the model is training."""
         batch = self.model_inputs(items)
-        output = self.model(**batch)
+        with autocast(self.device):
+            output = self.model(**batch)
         if self.pooling == "cls":
-            return output.last_hidden_state[:, 0]
+            return output.last_hidden_state[:, 0].float()
         if self.pooling == "pooler":
             if getattr(output, "pooler_output", None) is None:
                 raise BenchError(f"encoder '{self.name}' has no pooler; use pooling=mean or cls.")
-            return output.pooler_output
-        mask = batch["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
-        return (output.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return output.pooler_output.float()
+        hidden = output.last_hidden_state.float()  # pooled in float32 under mixed precision too
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
     def encode(self, texts: Sequence, batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
         """Frozen sentence representations, float32 ``(len(texts), dim)``, cached on disk.
@@ -244,7 +284,9 @@ class Encoder:
         with torch.inference_mode():
             for start in range(0, len(items), batch_size):
                 chunk = list(items[start : start + batch_size])
-                hidden = self.model(**self.model_inputs(chunk)).last_hidden_state.float().cpu().numpy()
+                with autocast(self.device):
+                    hidden = self.model(**self.model_inputs(chunk)).last_hidden_state
+                hidden = hidden.float().cpu().numpy()
                 for row, item in enumerate(chunk):
                     length = min(len(item), self.max_length - 2)
                     states.append(hidden[row, 1 : 1 + length])

@@ -173,6 +173,7 @@ def top1_at(mlm: MaskedLM, rows: list[np.ndarray], types: list[np.ndarray], wher
     import torch
 
     from bench.core.progress import track
+    from bench.models.encoders import autocast
 
     allowed = torch.as_tensor(mlm.regular if allowed is None else allowed)
     order = np.argsort([len(r) for r in rows], kind="stable")
@@ -197,11 +198,12 @@ def top1_at(mlm: MaskedLM, rows: list[np.ndarray], types: list[np.ndarray], wher
                 batch["token_type_ids"] = token_types.to(device)
             row_index = torch.as_tensor(np.repeat(np.arange(len(chunk)), [len(where[i]) for i in chunk]))
             column = torch.as_tensor(np.concatenate([np.asarray(where[i], dtype=np.int64) for i in chunk]))
-            if head is not None:
-                hidden = mlm.model.base_model(**batch).last_hidden_state
-                logits = head(hidden[row_index, column])
-            else:
-                logits = mlm.model(**batch).logits[row_index, column]
+            with autocast(device):
+                if head is not None:
+                    hidden = mlm.model.base_model(**batch).last_hidden_state
+                    logits = head(hidden[row_index, column])
+                else:
+                    logits = mlm.model(**batch).logits[row_index, column]
             best = allowed[logits[:, allowed.to(device)].argmax(dim=1).cpu()].numpy()
             bounds = np.cumsum([0] + [len(where[i]) for i in chunk])
             for j, i in enumerate(chunk):

@@ -78,6 +78,7 @@ def _log_probs_at(mlm, rows: np.ndarray, where: np.ndarray):
     """float64 log-softmax over the vocabulary at ``where[r]`` of each equal-or-padded row (one forward)."""
     import torch
 
+    from bench.models.encoders import autocast
     from bench.models.mlm import _prediction_head
 
     device = mlm.model.device
@@ -92,10 +93,11 @@ def _log_probs_at(mlm, rows: np.ndarray, where: np.ndarray):
     index = torch.arange(len(rows), device=device)
     column = torch.as_tensor(where, device=device)
     head = _prediction_head(mlm.model)
-    if head is not None:
-        logits = head(mlm.model.base_model(**batch).last_hidden_state[index, column])
-    else:
-        logits = mlm.model(**batch).logits[index, column]
+    with autocast(device):
+        if head is not None:
+            logits = head(mlm.model.base_model(**batch).last_hidden_state[index, column])
+        else:
+            logits = mlm.model(**batch).logits[index, column]
     return torch.log_softmax(logits.double(), dim=-1)
 
 

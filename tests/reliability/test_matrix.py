@@ -58,6 +58,7 @@ FILES = {
     "list.yaml": "- none\n- texthide\n",
     "unknown_key.yaml": GRID_HEAD + "defenses: [none]\nattack: [rss]\n",
     "no_defenses.yaml": GRID_HEAD + "seeds: [0]\n",
+    "precision.yaml": GRID_HEAD + "defenses: [none]\nsettings: {precision: float8}\n",
     "bad_seed.yaml": GRID_HEAD + "defenses: [none]\nseeds: [zero]\n",
     "unknown_defense.yaml": GRID_HEAD + "defenses: [texthid]\n",
     "bad_setting.yaml": GRID_HEAD + "defenses: [none]\nsettings: {n_trian: 40}\n",
@@ -76,6 +77,9 @@ CASES = [
     case("malformed mock encoder", f"{RUN} --encoder mock-x", 2, "as in mock-64"),
     case("unknown pooling", f"{RUN} --pooling max", 2, "pooling must be one of mean, cls, pooler"),
     case("unknown device", f"{RUN} --device tpu", 2, "device must be auto, cpu or cuda"),
+    case("fp16 precision", f"{RUN} --precision fp16", 2, "fp16 needs loss scaling"),
+    case("grid with an unknown precision", "run --grid {tmp}/precision.yaml --results-dir {tmp}/r", 2,
+         "precision must be fp32 or bf16"),
     case("unknown texthide scheme", f"{RUN} --defense texthide --defense-args scheme=outer", 2,
          "scheme must be intra or inter"),
     # bad values
