@@ -141,6 +141,15 @@ class NDDDistortion(SpanDefense):
         return ndd_scores(mlm, ids, (int(inside[0]), int(inside[-1]) + 1), candidate_ids, self.mu, tol=self.tol,
                           original=originals[key])
 
+    def rewrite_identity(self, task: str) -> dict:
+        """The defense's parameters and, when the rewrite runs the MLM, a digest of the MLM's weights."""
+        from bench.models.encoders import cell_device
+        from bench.models.mlm import mlm_identity
+
+        identity = super().rewrite_identity(task)
+        return {**identity, "mlm_weights": mlm_identity(self.mlm, task or None, cell_device())} if self.uses_mlm() \
+            else identity
+
     def uses_mlm(self) -> bool:
         """Whether the rewrite runs the MLM (substitution drawn at random never does)."""
         return self.mode == "generative" or self.select == "ndd"

@@ -203,6 +203,14 @@ class SpanDefense(TokenDefense):
         """The edits of each example of ``batch`` (``bench.engine.spans.SpanBatch``)."""
         raise NotImplementedError
 
+    def rewrite_identity(self, task: str) -> dict:
+        """What decides the rewrite besides the batch and the random state, for the engine's rewrite cache: the
+        defense's name, version and parameters. A defense whose rewrite also depends on a model adds the model's
+        identity (NDD adds its MLM's weights digest)."""
+        from bench.core.params import component_args
+
+        return {"defense": type(self).registry_name, "version": type(self).version, "args": component_args(self)}
+
     def token_mechanism(self):
         """The public mechanism: the rewrite's name and parameters; tokens then pass unchanged."""
         from bench.core.params import component_args

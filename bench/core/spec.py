@@ -58,7 +58,7 @@ class RunSpec:
         """Short human-readable description."""
         args = ",".join(f"{k}={v}" for k, v in self.defense_args.items())
         defense = f"{self.defense}({args})" if args else self.defense
-        server = ",".join(f"{k}={v}" for k, v in self.server.items() if k == "adapt")
+        server = ",".join(f"{k}={v}" for k, v in self.server.items() if k in ("adapt", "pretrain_steps"))
         defense = f"{defense} + server({server})" if server else defense
         precision = "" if self.precision == "fp32" else f" / {self.precision}"
         return f"{self.task} / {defense} / {self.attack or '-'}{precision} / seed {self.seed}"

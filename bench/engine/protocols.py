@@ -100,6 +100,11 @@ def choose_protocol(defense_cls: type, server_protocols: tuple[str, ...], wanted
             raise BenchError(f"this task's server ({', '.join(server_protocols)}) yields no {wanted} release: "
                              "prediction-API attacks need a task that serves one (trustpilot, blog, agnews), and "
                              "those tasks release predictions only.")
+        yields = sorted({kind.value for protocol in offered for kind in PROTOCOL_KINDS[protocol]}
+                        & {kind.value for kind in released_kinds(defense_cls)}) or ["nothing an attack takes"]
+        raise BenchError(f"defense '{defense_cls.registry_name}' yields no {wanted.value} release on this task "
+                         f"(its server takes {', '.join(server_protocols)}, so the release is "
+                         f"{' or '.join(yields)}); choose an attack on that release (bench list shows the pairs).")
     return offered[0]
 
 

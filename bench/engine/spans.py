@@ -99,7 +99,7 @@ def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> 
     chosen = select_spans(task, spans, kinds, fraction, rng)
     pool = {**span_pool(task, texts, labels, spans), **getattr(task, "substitution_pool", dict)()}
     batch = SpanBatch(texts, labels, chosen, pool, task.registry_name)
-    edits = defense.rewrite(batch, rng)
+    edits = cached_rewrite(defense, batch, rng)
     if len(edits) != len(texts):
         raise BenchError(f"defense '{type(defense).registry_name}' returned edits for {len(edits)} of "
                          f"{len(texts)} examples.")
@@ -114,6 +114,52 @@ def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> 
         placed.append(where)
     ordered = [sorted(example, key=lambda s: (s.segment, s.start)) for example in chosen]
     return RewrittenSplit(out_texts, out_labels, ordered, placed, sum(map(len, chosen)), sum(map(len, spans)))
+
+
+def cached_rewrite(defense, batch: SpanBatch, rng: np.random.Generator) -> list[list]:
+    """``defense.rewrite(batch, rng)``, cached on disk under ``$BENCH_CACHE_DIR/rewrites``.
+
+    Two cells that differ only in their attack (or their server) rewrite the same split identically; NDD's
+    rewrite of a split can take an hour, so the second reads the first's. The key covers the defense's identity
+    (name, version, parameters, the MLM's weights), the cell's precision, the batch (texts, labels, chosen spans,
+    substitution pool, task) and the random generator's state; a hit restores the generator's state after the
+    rewrite and the defense's run facts (``stats``), so the rest of the cell and its record are what a fresh
+    rewrite gives, with ``rewrite_from_cache`` in the defense's facts.
+    """
+    import dataclasses
+    import hashlib
+    import pickle
+
+    from bench.core.files import atomic_writer
+    from bench.models.cache import cache_root, warn_unwritable
+    from bench.models.encoders import cell_precision
+
+    if not hasattr(defense, "rewrite_identity"):  # not a SpanDefense (a duck-typed test double): nothing to key on
+        return defense.rewrite(batch, rng)
+    identity = (defense.rewrite_identity(batch.task), cell_precision(), batch.texts, batch.labels, batch.chosen,
+                batch.pool, batch.task, rng.bit_generator.state)
+    key = hashlib.sha256(pickle.dumps(identity, protocol=4)).hexdigest()[:32]
+    path = cache_root() / "rewrites" / f"{key}.pkl"
+    run_facts = [f.name for f in dataclasses.fields(defense) if not f.init] if dataclasses.is_dataclass(defense) else []
+    try:
+        with open(path, "rb") as handle:
+            edits, facts, state = pickle.load(handle)
+        rng.bit_generator.state = state
+        for name, value in facts.items():
+            setattr(defense, name, value)
+        if isinstance(getattr(defense, "stats", None), dict):
+            defense.stats = {**defense.stats, "rewrite_from_cache": True}
+        return edits
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError):
+        pass  # absent or unreadable: rewrite and (re)write it
+    edits = defense.rewrite(batch, rng)
+    facts = {name: getattr(defense, name) for name in run_facts}
+    try:
+        with atomic_writer(path, "wb") as handle:
+            pickle.dump((edits, facts, rng.bit_generator.state), handle, protocol=4)
+    except OSError as exc:
+        warn_unwritable(path.parent, exc)
+    return edits
 
 
 # -- where sensitive spans lie in a token release -----------------------------------------------------------

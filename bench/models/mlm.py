@@ -249,6 +249,18 @@ def shared_mlm(name: str, task: str | None = None, device: str = "cpu") -> Maske
     return load_mlm(name, device, task=task)
 
 
+def mlm_identity(name: str, task: str | None = None, device: str = "cpu") -> str:
+    """SHA-256 (16 hex digits) of the weights of the masked LM ``name`` for ``task``: what a cached result of
+    the MLM (a span rewrite) must match, whichever way the name resolves (offline recipe, directory, hub)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key, tensor in sorted(shared_mlm(name, task, device).model.state_dict().items()):
+        digest.update(key.encode("utf-8"))
+        digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=8)
 def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[str, Any]:
     """What a record says of the MLM ``name`` used on ``task``: its name, its head in words and its held-out

@@ -77,6 +77,8 @@ CASES = [
     case("malformed mock encoder", f"{RUN} --encoder mock-x", 2, "as in mock-64"),
     case("unknown pooling", f"{RUN} --pooling max", 2, "pooling must be one of mean, cls, pooler"),
     case("unknown device", f"{RUN} --device tpu", 2, "device must be auto, cpu or cuda"),
+    case("attack on a release the task's server cannot yield", "run --check --task conll2003 --attack rss", 2,
+         "yields no sentence_embeddings release on this task"),
     case("fp16 precision", f"{RUN} --precision fp16", 2, "fp16 needs loss scaling"),
     case("grid with an unknown precision", "run --grid {tmp}/precision.yaml --results-dir {tmp}/r", 2,
          "precision must be fp32 or bf16"),

@@ -9,6 +9,7 @@ import types
 
 import numpy as np
 import pytest
+import torch
 
 from bench import BenchError, Edit, Span
 from bench.core.spans import apply_edits, non_overlapping
@@ -126,6 +127,47 @@ def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm
     drawn = [others[int(i)] for i in np.random.default_rng(0).choice(len(others), size=4, replace=False)]
     scores = ndd_scores(patched_mlm, encode(texts[0].split()), (0, 2), [encode(w) for w, _ in drawn], 0.9)
     assert edits[0][0].words == drawn[int(np.argmin(scores))][0]
+
+
+def test_rewrite_cache_replays_a_rewrite_exactly_and_misses_on_any_change(patched_mlm, tmp_path, monkeypatch):
+    from bench.engine.spans import cached_rewrite
+    from defenses.ndd import NDDDistortion
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    texts = ["peter blackburn visited the european commission in brussels on thursday .", "ann lee left ."]
+    spans = [[Span(0, 2, "PER")], [Span(0, 2, "PER")]]
+    pool = {"PER": [(("peter", "blackburn"), None), (("john", "smith"), None), (("mary",), None),
+                    (("ann", "lee"), None), (("the", "old", "man"), None)]}
+    calls = []
+
+    class Counting(NDDDistortion):
+        def rewrite(self, batch, rng):
+            calls.append(1)
+            return super().rewrite(batch, rng)
+
+    def run(seed=0, **args):
+        defense = Counting(mode="substitutive", k=3, mlm="minilm", allow_untrained=True, **args)
+        rng = np.random.default_rng(seed)
+        edits = cached_rewrite(defense, batch_of(texts, spans, pool), rng)
+        return edits, defense.stats, rng.integers(1 << 30)  # what the cell draws next
+
+    first, stats, after = run()
+    again, replayed, after_again = run()
+    assert len(calls) == 1 and again == first and after_again == after  # the generator resumes where it stopped
+    assert replayed == {**stats, "rewrite_from_cache": True}
+    run(seed=1)
+    run(mu=0.5)
+    assert len(calls) == 3  # another random state, another parameter: rewritten
+    bias = patched_mlm.model.cls.predictions.bias
+    saved = bias.detach().clone()
+    try:
+        with torch.no_grad():
+            bias += 1.0
+        run()
+    finally:
+        with torch.no_grad():
+            bias.copy_(saved)
+    assert len(calls) == 4  # the same name with other weights: rewritten
 
 
 def test_ndd_window_scores_the_span_within_its_neighbouring_words_only(patched_mlm):
