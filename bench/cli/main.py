@@ -314,6 +314,24 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
     out.print(f"wrote {rows} rows to {plain(path)}", highlight=False)
 
 
+@app.command()
+@user_errors
+def backfill(results_dir: Optional[Path] = ResultsOption) -> None:
+    """Add the majority-class reference (notes.majority_utility) to records made before the runner noted it,
+    recomputed from each cell's data with its data hash checked; nothing else in a record changes."""
+    from bench.engine.backfill import backfill_majority
+    from bench.results.store import ResultStore
+
+    store = ResultStore(results_dir)
+    store.check_exists()
+    store.check_writable()
+    report = backfill_majority(store.records_dir)
+    for reason, count in sorted(report.skipped.items()):
+        err.print(f"  left {count} record(s) as they were: {plain(reason)}", highlight=False)
+    out.print(f"added the majority-class reference to {report.updated} record(s) in {plain(store.records_dir)}",
+              highlight=False)
+
+
 def _summary_table(board) -> Table:
     """One row per configuration (mean ± std over seeds), then the random guess of each attack."""
     table = Table(title="means ± std over seeds", title_justify="left")
