@@ -23,7 +23,8 @@ Every text is whitespace-normalised and cut to its first 100 words (the encoder 
 Splits (``bench.data.examples.AttributeData``), drawn from the pool with the run's seed as consecutive blocks of
 one permutation, so they are disjoint: victim training (``n_train``), the adversary's queries (``n_train``: "1x
 queries"), its auxiliary attribute-labelled data (``n_train``), the attribute evaluation set (``n_eval``) and the
-victim's utility evaluation set (``n_eval``).
+victim's utility evaluation set (``n_eval``). AG News's person attributes are sparse, so there the articles the five
+blocks leave (2,400 at the defaults) go half to the auxiliary set and half to the attribute evaluation set.
 
 Sensitive spans (for span defenses such as ``ndd``, which rewrite the victim's training text): spaCy's entities of
 each text, kind = spaCy's label, computed once per text and cached (``tasks.squad.spacy_entities``). Rewriting
@@ -99,6 +100,11 @@ class AttributeTask(Task):
         order = numpy_generator(seed, "aia-splits", self.registry_name).permutation(len(texts))
         bounds = np.cumsum((0,) + sizes)
         parts = {name: order[a:b] for name, a, b in zip(SPLITS, bounds, bounds[1:])}
+        if self.sparse_attributes:  # the examples no split holds go half to the auxiliary, half to the evaluation set
+            rest = order[bounds[-1]:]
+            half = len(rest) // 2
+            parts["auxiliary"] = np.concatenate([parts["auxiliary"], rest[:half]])
+            parts["attribute_eval"] = np.concatenate([parts["attribute_eval"], rest[half:]])
         examples = {name: Examples(tuple(texts[i] for i in idx), labels[idx]) for name, idx in parts.items()}
         return AttributeData(
             examples["train"], examples["eval"], source=f"offline {data_dir() / 'aia' / self.folder}",
@@ -108,6 +114,7 @@ class AttributeTask(Task):
             attributes={name: {k: v[idx] for k, v in attributes.items()} for name, idx in parts.items()})
 
     folder: ClassVar[str] = ""
+    sparse_attributes: ClassVar[bool] = False  # the auxiliary and attribute evaluation splits share the leftovers
 
     def server(self, spec, training):
         """The victim behind the API: frozen encoder features and an MLP head."""
@@ -242,6 +249,11 @@ class AGNews(AttributeTask):
     attributes: ClassVar[tuple[str, ...]] = tuple(f"person{i}" for i in range(1, PERSONS + 1))
     attribute_measure: ClassVar[str] = "micro_f1"  # He et al. report F1 on AG News's sparse person attributes
     folder: ClassVar[str] = "agnews"
+    version: ClassVar[str] = "2"  # 2: the auxiliary and attribute evaluation splits share the pool's leftovers
+    # each person is mentioned in 0.2-2% of the articles: at 400 / 200 the auxiliary set held 0-8 mentions of a
+    # person and the evaluation set 4 in all, too few to train or score an attack; with the 2,400 leftovers split
+    # between them (1,600 and 1,400 articles at the defaults), 61 and 48 mentions in all
+    sparse_attributes: ClassVar[bool] = True
 
     def pool(self) -> Pool:
         """The fixed 4,000-article pool with its person attributes (spaCy, cached)."""

@@ -146,3 +146,23 @@ def test_aia_scores_per_attribute_and_table4_as_he_et_al():
     attack.measure = "micro_f1"  # AG News: He et al. report F1 on the sparse person attributes
     assert attack.score({"gender": np.array([1, 0, 0, 0]), "age": np.array([0, 0, 0, 0])}, truth,
                         None)["table4"] == pytest.approx(50.0)
+
+
+def test_attribute_splits_are_disjoint_and_agnews_shares_its_leftovers(monkeypatch):
+    """Five disjoint blocks of one permutation; on AG News (sparse person attributes) the examples the blocks
+    leave go half to the auxiliary and half to the attribute evaluation split."""
+    from tasks.attributes import AGNews, Trustpilot
+
+    n = 100
+    pool = (tuple(f"text {i}" for i in range(n)), np.arange(n) % 4, {"person1": (np.arange(n) % 7 == 0).astype(int)},
+            {})
+    for cls, rest in ((Trustpilot, False), (AGNews, True)):
+        monkeypatch.setattr(cls, "pool", lambda self: pool)
+        data = cls().load(10, 5, 0)
+        splits = [data.train, data.queries, data.auxiliary, data.attribute_eval, data.eval]
+        seen = [set(split.texts) for split in splits]
+        assert sum(map(len, seen)) == len(set().union(*seen))  # disjoint
+        assert [len(s) for s in splits] == ([10, 10, 10 + 30, 5 + 30, 5] if rest else [10, 10, 10, 5, 5])
+        for name in ("auxiliary", "attribute_eval"):  # attributes follow their examples
+            texts, flags = getattr(data, name).texts, data.attributes[name]["person1"]
+            assert [int(t.split()[1]) % 7 == 0 for t in texts] == [bool(f) for f in flags]
