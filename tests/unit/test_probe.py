@@ -163,3 +163,14 @@ def test_stated_tolerance_covers_two_predictions_of_a_small_slice():
     assert tolerance("accuracy", 1000) == TOLERANCE["accuracy"]
     assert tolerance("accuracy", 100) == 0.02  # two predictions
     assert tolerance("mcc", 100) == TOLERANCE["mcc"]
+
+
+def test_the_published_records_written_before_the_probe_load_and_summarize():
+    from pathlib import Path
+
+    from bench.results.store import ResultStore
+
+    records, problems = ResultStore(Path(__file__).resolve().parents[2] / "results").read()
+    assert records and not problems
+    board = leaderboard_frame(records)
+    assert not board.empty and not board["metric"].str.contains("/probe_").any()
