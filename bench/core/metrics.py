@@ -54,3 +54,14 @@ def check_values(owner: str, declared: tuple[Metric, ...], values: dict[str, flo
                          "`metrics`.")
 
 
+
+
+PROBE_PREFIX = "probe_"  # utility/probe_<metric>: the task's metric of the deterministic probe (bench.models.probe)
+
+
+def probe_metrics(declared: tuple[Metric, ...]) -> tuple[Metric, ...]:
+    """The declarations of a task's metrics as the deterministic probe on the server's frozen features scores
+    them (``probe_<name>``, same direction and range); recorded after the task's own, so the headline stays."""
+    return tuple(Metric(PROBE_PREFIX + m.name, m.higher_is_better,
+                        f"{m.description}, of the float64 convex probe on the frozen features (docs/probe.md)",
+                        m.low, m.high) for m in declared)

@@ -74,6 +74,9 @@ class CellOutput:
     truth_spans: list | None = None  # original pieces behind each slot of the release (Truth.spans), engine-only
     truth_records: list | None = None  # the people behind a model release's training data (Truth.records)
     truth_attributes: dict | None = None  # private attributes of each attacked row (Truth.attributes), engine-only
+    # the task's metrics of the deterministic probe on the server's frozen features (bench.models.probe), by the
+    # task's metric names; empty where no probe applies (fine-tuning, other task families)
+    probe: dict[str, float] = field(default_factory=dict)
 
     def release(self, kind: ReleaseKind) -> Release:
         """The release of ``kind``, building a deferred one on first use."""
@@ -200,6 +203,10 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
                                                                                                       "client-eval"))))
     server.fit_tokens(train_release, task.token_labels(train_texts, train_labels, server.encoder))
     predictions = task.task_predictions(server.predict_tokens(eval_release), eval_texts, server.encoder)
+    found = getattr(server, "probe_predictions", None)
+    probe = _probe_scores(task, server, None if found is None else task.task_predictions(found, eval_texts,
+                                                                                         server.encoder),
+                          eval_labels, notes)
     kind = mechanism.release_kind
     if original_eval:
         release = Release(kind, train_release, owners=np.arange(len(train_release)),
@@ -233,7 +240,20 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
                                             non_overlapping_spans(task, context.data, "eval"),
                                             server.encoder.tokenizer, server.encoder.max_length)
     return CellOutput(task.score(predictions, eval_labels), {kind: release}, notes, server.encoder,
-                      truth_spans=truth_spans)
+                      truth_spans=truth_spans, probe=probe)
+
+
+def _probe_scores(task, server, found, labels, notes: dict) -> dict[str, float]:
+    """The task's metrics of the server's probe predictions ``found`` (in the form ``task.score`` takes); empty
+    when the server fitted no probe (None). The notes say how the probe was fitted."""
+    if found is None:
+        return {}
+    from bench.models.probe import describe
+
+    notes["probe"] = describe()
+    if not server.probe.regression:
+        notes["probe_iterations"] = server.probe.iterations  # lbfgs's (MAX_ITER: stopped before its tolerance)
+    return task.score(found, labels)
 
 
 def _span_slots(task, context, split, rewritten, originals, original_ids, released, encoder):
@@ -377,7 +397,8 @@ def run_pretraining(defense: TokenDefense, context: CellContext, server) -> Cell
     known = [(p.first, p.last) for p in patients]
     release = Release(ReleaseKind.MODEL, ModelRelease(name, *task.public_knowledge(), known_names=known),
                       owners=np.arange(len(patients)), mechanism=mechanism, split="train")
-    return CellOutput(utility.utility, {ReleaseKind.MODEL: release}, notes, encoder, truth_records=patients)
+    return CellOutput(utility.utility, {ReleaseKind.MODEL: release}, notes, encoder, truth_records=patients,
+                      probe=utility.probe)
 
 
 # -- sentence representations -------------------------------------------------------------------------
@@ -457,12 +478,21 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
     mechanism = defense.representation_mechanism()
     observed, _ = release_like_training(defense, x_eval, torch.from_numpy(y_eval), config.batch_size,
                                         torch_generator(seed, "client-release"))
-    known, _ = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
-                                     torch_generator(seed, "client-release-train"))
+    known, known_targets = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
+                                                 torch_generator(seed, "client-release-train"))
+    probe: dict[str, float] = {}
+    probe_notes: dict[str, Any] = {}
+    if config.mode == "frozen" and hasattr(server, "fit_probe"):
+        # the probe trains on the training split hidden once as its batches are (``known``, with mixed targets)
+        # and predicts what the head predicts, the hidden evaluation representations
+        server.fit_probe(known.numpy(), known_targets.numpy())
+        probe = _probe_scores(context.task, server, server.probe.predict(sent.detach().cpu().numpy()),
+                              evaluation.labels, probe_notes)
     corpus_row = {text: i for i, text in enumerate(context.data.corpus()[0])}
     release = Release(ReleaseKind.SENTENCE_EMBEDDINGS, observed.numpy(), owners=np.arange(len(evaluation)),
                       mechanism=mechanism, known_pairs=(known.numpy(), np.array([corpus_row[t] for t in train.texts])))
     notes = {
+        **probe_notes,
         "attacked_release": "evaluation sentences hidden as training batches of "
         f"{config.batch_size} (what an eavesdropper on training traffic sees); known pairs: the "
         "training split hidden the same way, with its plaintext (for learning attacks)",
@@ -475,7 +505,7 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
         return gradient_release(defense, mechanism, x_eval, torch.from_numpy(y_eval), config, seed)
 
     return CellOutput(utility, {ReleaseKind.SENTENCE_EMBEDDINGS: release}, notes, encoder,
-                      deferred={ReleaseKind.GRADIENTS: gradients})
+                      deferred={ReleaseKind.GRADIENTS: gradients}, probe=probe)
 
 
 def release_like_training(defense: RepresentationDefense, reps, targets, batch_size: int, generator):

@@ -198,7 +198,7 @@ def run_cell(spec: RunSpec) -> ResultRecord:
 
 
 def _run_cell(spec: RunSpec) -> ResultRecord:
-    from bench.core.metrics import check_values
+    from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
     from bench.core.seeding import numpy_generator
     from bench.engine.provenance import hardware, versions
 
@@ -209,6 +209,10 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     check_values(f"task '{spec.task}'", task.metrics, output.utility)
     metrics = {f"utility/{name}": value for name, value in output.utility.items()}
     directions = {f"utility/{m.name}": m.higher_is_better for m in task.metrics}
+    probe = {PROBE_PREFIX + name: value for name, value in output.probe.items()}  # frozen sentence servers only
+    check_values(f"task '{spec.task}' (probe)", probe_metrics(task.metrics), probe)
+    metrics.update({f"utility/{name}": value for name, value in probe.items()})
+    directions.update({f"utility/{m.name}": m.higher_is_better for m in probe_metrics(task.metrics)})
     notes = dict(data.notes, **output.notes)
     notes.update(majority_reference(task, data))
 

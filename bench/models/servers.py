@@ -72,24 +72,45 @@ class SentenceServer(Server):
     seed: int
     encoder: Any = None  # the server's encoder for token releases (set by the engine)
     head: Any = field(default=None, init=False)
+    # the deterministic convex probe on the frozen features (bench.models.probe; frozen mode only) and its
+    # predictions for the items last predicted (None where no probe was fitted)
+    probe: Any = field(default=None, init=False)
+    probe_predictions: Any = field(default=None, init=False)
 
     def fit_tokens(self, released, labels):
-        """Encode the released ids / vectors with the server's encoder and train the head (or fine-tune)."""
+        """Encode the released ids / vectors with the server's encoder and train the head (or fine-tune); frozen,
+        also fit the probe on the same features."""
         from bench.models.training import finetune, targets_for, train_head
 
         targets = targets_for(labels, self.num_labels)
         unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the release is already private)
         if self.config.mode == "frozen":
-            self.head = train_head(self.encoder.encode(released), targets, unchanged, self.config, self.seed)
+            features = self.encoder.encode(released)
+            self.head = train_head(features, targets, unchanged, self.config, self.seed)
+            self.fit_probe(features, targets)
         else:
             self.encoder.model.get_input_embeddings().weight.requires_grad_(False)  # the client's side
             self.head = finetune(self.encoder, released, targets, unchanged, self.config, self.seed)
 
-    def predict_tokens(self, released):
-        """Class ids (or regression values) for released evaluation items."""
+    def fit_probe(self, features: np.ndarray, targets: np.ndarray) -> None:
+        """Fit the deterministic probe on frozen training features and their (one-hot, mixed or real) targets."""
+        from bench.models.probe import fit_probe
+
+        self.probe = fit_probe(features, targets, self.num_labels)
+
+    def _predict(self, features) -> np.ndarray:
+        """The head's predictions; the probe's are kept in ``probe_predictions``."""
         from bench.models.training import predict
 
-        return predict(self.head, self.encoder.encode(released), self.num_labels)
+        self.probe_predictions = None
+        if self.probe is not None:
+            array = features.detach().cpu().numpy() if hasattr(features, "detach") else np.asarray(features)
+            self.probe_predictions = self.probe.predict(array)
+        return predict(self.head, features, self.num_labels)
+
+    def predict_tokens(self, released):
+        """Class ids (or regression values) for released evaluation items."""
+        return self._predict(self.encoder.encode(released))
 
     def fit_hidden(self, batches: HiddenBatches):
         """Train the head (and, fine-tuning, the shared encoder) on the client's hidden batches."""
@@ -110,9 +131,7 @@ class SentenceServer(Server):
 
     def predict_hidden(self, representations):
         """Class ids (or regression values) for hidden evaluation representations."""
-        from bench.models.training import predict
-
-        return predict(self.head, representations, self.num_labels)
+        return self._predict(representations)
 
 
 @dataclass
