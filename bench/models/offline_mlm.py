@@ -88,10 +88,13 @@ class TrainingLog:
 
 def recipe_for(task: str | None) -> MLMRecipe:
     """The default recipe of the MLM used on ``task``: its text left out when it is a source of the public corpus
-    (a task whose text is not in the corpus, e.g. ``ptb``, shares the MLM trained on the whole corpus)."""
-    from bench.data.public_corpus import source_of_task
+    (a task whose text is not in the corpus, e.g. ``ptb``, or ``agnews``, an offline source that ``auto`` does not
+    include, shares the MLM trained on the whole corpus)."""
+    from bench.data.public_corpus import AUTO, source_of_task
 
-    return MLMRecipe(exclude_task=task if source_of_task(task) else "")
+    default = MLMRecipe()
+    sources = AUTO if default.corpus == "auto" else (default.corpus,)
+    return MLMRecipe(exclude_task=task if source_of_task(task) in sources else "")
 
 
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:

@@ -187,6 +187,7 @@ def test_tasks_whose_text_the_public_corpus_lacks_share_the_default_offline_mlm(
 
     assert recipe_for("clinical-spl") == recipe_for("sst2") == recipe_for(None) == MLMRecipe()
     assert recipe_for("conll2003").exclude_task == "conll2003"  # its text is in the corpus: left out
+    assert recipe_for("agnews") == MLMRecipe()  # an offline source, but not one of auto's: nothing to leave out
 
 
 def test_ncbi_disease_reading_alignment_and_entity_f1(tmp_path):
