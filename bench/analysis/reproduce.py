@@ -19,6 +19,7 @@ Mapping format (YAML)::
         scheme: "{scheme}"
         select: {task: "{task}", attack: rss}
         metric: privacy/rss/identity
+        ours_scale: 1                              # optional: our metric is divided by it (one recorded x 100)
         match: {by: privacy/inversion/token_accuracy, over: eta, paper_at: "table3.sst2.{eta}",
                 run: [10.0, 60.0, 120.0, 1000.0]}          # optional
     claims:
@@ -61,7 +62,7 @@ from bench.results.record import ResultRecord
 SCHEMA_VERSION = 1
 HOLDS, FAILS, NO_RECORDS = "holds", "fails", "no records"
 OPS = {"gt", "lt", "ge", "le", "within", "increasing", "decreasing"}
-ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std"}
+ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std", "ours_scale"}
 SPEC_FIELDS = {"task", "defense", "attack", "encoder", "defense_args", "attack_args", "training", "server",
                "n_train", "n_eval", "pooling", "max_length", "device"}
 
@@ -405,6 +406,8 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
             cell = matched_cell(records, row, target)
         else:
             cell = summarize_cell([r for r in records if matches(r, row["select"])], row["metric"])
+        if row.get("ours_scale") and cell.mean is not None:  # a metric recorded in the paper's unit (e.g. x 100)
+            cell.mean, cell.std = cell.mean / float(row["ours_scale"]), (cell.std or 0.0) / float(row["ours_scale"])
         if row.get("note"):
             cell.note = "; ".join(filter(None, [row["note"], cell.note]))
         ours[row["id"]], paper[row["id"]] = cell.mean, value
