@@ -57,8 +57,10 @@ def test_pair_cells_record_the_task_metrics(task, defense, args, attack, metrics
     spec = make_spec(task=task, defense=defense, defense_args=args, attack=attack, n_train=64, n_eval=32,
                      attack_args={"bayes": False} if attack == "inversion" else {}, training_args="epochs=5")
     record = run_cell(spec)
-    assert {key.split("/")[1] for key in record.metrics if key.startswith("utility/")} == set(metrics)
-    for name, (low, high) in metrics.items():
+    # the task's metrics, and the same metrics of the deterministic probe on the frozen features (docs/probe.md)
+    probe = {f"probe_{name}": bounds for name, bounds in metrics.items()}
+    assert {key.split("/")[1] for key in record.metrics if key.startswith("utility/")} == set(metrics) | set(probe)
+    for name, (low, high) in {**metrics, **probe}.items():
         assert low <= record.metrics[f"utility/{name}"] <= high, name
     assert record.sizes == {"n_train": 64, "n_eval": 32}
     if attack == "rss":
