@@ -474,20 +474,19 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
         x_train = encoder.encode(train.texts)  # by the fine-tuned encoder
     x_eval = torch.from_numpy(encoder.encode(evaluation.texts))
     sent = defense.hide_inference(x_eval, torch_generator(seed, "client-inference"))
+    known, known_targets = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
+                                                 torch_generator(seed, "client-release-train"))
+    if config.mode == "frozen" and hasattr(server, "fit_probe"):
+        # the probe trains on the training split hidden once as its batches are (``known``, with mixed targets);
+        # predict_hidden then gives its predictions of the hidden evaluation representations beside the head's
+        server.fit_probe(known.numpy(), known_targets.numpy())
     utility = context.task.score(server.predict_hidden(sent), evaluation.labels)
+    probe_notes: dict[str, Any] = {}
+    probe = _probe_scores(context.task, server, getattr(server, "probe_predictions", None), evaluation.labels,
+                          probe_notes)
     mechanism = defense.representation_mechanism()
     observed, _ = release_like_training(defense, x_eval, torch.from_numpy(y_eval), config.batch_size,
                                         torch_generator(seed, "client-release"))
-    known, known_targets = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
-                                                 torch_generator(seed, "client-release-train"))
-    probe: dict[str, float] = {}
-    probe_notes: dict[str, Any] = {}
-    if config.mode == "frozen" and hasattr(server, "fit_probe"):
-        # the probe trains on the training split hidden once as its batches are (``known``, with mixed targets)
-        # and predicts what the head predicts, the hidden evaluation representations
-        server.fit_probe(known.numpy(), known_targets.numpy())
-        probe = _probe_scores(context.task, server, server.probe.predict(sent.detach().cpu().numpy()),
-                              evaluation.labels, probe_notes)
     corpus_row = {text: i for i, text in enumerate(context.data.corpus()[0])}
     release = Release(ReleaseKind.SENTENCE_EMBEDDINGS, observed.numpy(), owners=np.arange(len(evaluation)),
                       mechanism=mechanism, known_pairs=(known.numpy(), np.array([corpus_row[t] for t in train.texts])))
