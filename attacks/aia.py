@@ -151,7 +151,7 @@ class AttributeInference(Attack):
             torch.manual_seed(derive_seed(self.seed, "aia-imitation"))
             body = nn.Sequential(nn.Linear(x.shape[1], self.hidden), nn.ReLU())
             out = nn.Linear(self.hidden, y.shape[1])
-        optimizer = torch.optim.Adam([*body.parameters(), *out.parameters()], lr=self.lr)
+        optimizer = torch.optim.Adam([*body.parameters(), *out.parameters()], lr=self.lr, foreach=True)
         order_generator = torch_generator(self.seed, "aia-batches")
         for _ in range(self.epochs):
             order = torch.randperm(len(x), generator=order_generator)

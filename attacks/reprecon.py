@@ -72,7 +72,7 @@ class RepRecon(RSS):
                 nn.Linear(self.hidden, self.hidden), nn.ReLU(),
                 nn.Linear(self.hidden, y.shape[1]),
             )
-        optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
+        optimizer = torch.optim.Adam(model.parameters(), lr=self.lr, foreach=True)
         order_generator = torch_generator(self.seed, "reprecon-batches")
         for _ in range(self.epochs):
             order = torch.randperm(len(x), generator=order_generator)

@@ -128,22 +128,24 @@ class TextHide(RepresentationDefense):
         """
         import torch
 
-        n = len(reps)
+        n, dim = reps.shape
         weights = torch.randn(n, self.k, generator=generator).abs()
         weights = weights / weights.sum(dim=1, keepdim=True)  # lambda_i sums to 1 per example
-        members, member_targets = [], []
+        # representations and targets side by side, so that one gather and one weighted sum mix both
+        rows = torch.cat([reps, targets.to(reps.dtype)], dim=1)
+        members = []
         for j in range(self.k):
             if self.scheme == "inter" and j % 2 == 1:
-                members.append(self.public_members(n, generator).to(reps.dtype))
-                member_targets.append(torch.zeros_like(targets))  # public labels are not used
+                public = self.public_members(n, generator).to(reps.dtype)
+                members.append(torch.cat([public, torch.zeros_like(targets, dtype=reps.dtype)], dim=1))  # no labels
                 continue
-            partner = torch.arange(n) if j == 0 else torch.randperm(n, generator=generator)
-            members.append(reps[partner])
-            member_targets.append(targets[partner])
-        lam = weights.T.unsqueeze(-1)  # (k, n, 1)
-        mixed = (lam * torch.stack(members)).sum(dim=0)
-        mixed_targets = (lam * torch.stack(member_targets)).sum(dim=0)  # labels mixed with the same weights
-        return self.apply_mask(mixed, generator, pool), mixed_targets
+            members.append(torch.arange(n) if j == 0 else torch.randperm(n, generator=generator))
+        if self.scheme == "intra":
+            stacked = rows[torch.stack(members)]  # (k, n, dim + outputs)
+        else:
+            stacked = torch.stack([m if m.dim() == 2 else rows[m] for m in members])
+        mixed = (weights.T.unsqueeze(-1) * stacked).sum(dim=0)  # labels mixed with the same weights
+        return self.apply_mask(mixed[:, :dim], generator, pool), mixed[:, dim:].to(targets.dtype)
 
     def client_transform(self, client):
         """Client ``client`` hides with its own share of the mask pool (Algorithm 2)."""

@@ -31,6 +31,9 @@ from bench.core.errors import BenchError
 
 TARGET_RATIO = 3.0  # a search mechanism within 3x of the float32 ceiling meets the target
 QUERY_BLOCK = 1024  # queries per matrix product when measuring throughput (a search works in blocks)
+# best of up to 10 products per dtype, but no more than 3 once they have taken this long together: a dtype the CPU
+# only emulates (bf16 without its instructions, 1.4 s a product here) would otherwise take most of a run
+CEILING_BUDGET_S = 2.0
 WARMUP_SENTENCES = 64  # a short first call loads kernels and allocators before timing
 TASK = "sst2"
 EXPONENTIAL_CHUNK = 256  # distinct tokens per product, as bench.privacy.mechanisms.exponential_sample
@@ -105,14 +108,20 @@ def search_ceiling(gflops: float, flops_per_query: float) -> float:
     return gflops * 1e9 / flops_per_query
 
 
-def time_calls(call: Callable[[], Any], repeats: int, warmup: Callable[[], Any] | None = None) -> list[float]:
-    """Wall times of ``repeats`` calls of ``call``, after one untimed ``warmup`` call (default: ``call``)."""
+def time_calls(call: Callable[[], Any], repeats: int, warmup: Callable[[], Any] | None = None,
+               budget_s: float | None = None, least: int = 3) -> list[float]:
+    """Wall times of ``repeats`` calls of ``call``, after one untimed ``warmup`` call (default: ``call``).
+
+    With ``budget_s``, stops early once at least ``least`` calls have taken ``budget_s`` seconds together.
+    """
     (warmup or call)()
-    times = []
+    times: list[float] = []
     for _ in range(repeats):
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
+        if budget_s is not None and len(times) >= least and sum(times) >= budget_s:
+            break
     return times
 
 
@@ -128,7 +137,7 @@ def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repe
     try:
         left = torch.randn(rows, inner, generator=generator).to(getattr(torch, dtype))
         right = torch.randn(cols, inner, generator=generator).to(getattr(torch, dtype))
-        times = time_calls(lambda: left @ right.T, repeats)
+        times = time_calls(lambda: left @ right.T, repeats, budget_s=CEILING_BUDGET_S)
     except (RuntimeError, TypeError):
         return None
     # the fastest product, not the median: the ceiling is an upper bound, and on a shared machine the
@@ -383,7 +392,7 @@ def int8_gflops(rows: int, inner: int, cols: int, repeats: int = 10) -> float | 
     try:
         backend = BACKENDS["int8"](generator.standard_normal((cols, inner)).astype(np.float32))
         left = generator.standard_normal((rows, inner)).astype(np.float32)
-        times = time_calls(lambda: backend.products(left), repeats)
+        times = time_calls(lambda: backend.products(left), repeats, budget_s=CEILING_BUDGET_S)
     except (RuntimeError, ValueError, TypeError, AttributeError):
         return None
     return 2.0 * rows * inner * cols / min(times) / 1e9

@@ -190,7 +190,8 @@ class Pretraining:
         self.batches = PrivatizedMLMBatches(mechanism, space, self.mlm, self.ids, config.objective, config.k, self.rng)
         model = self.mlm.model
         model.get_input_embeddings().weight.requires_grad_(False)  # the user-side component
-        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
+        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
+                                           foreach=True)
         warmup, steps = max(1, config.steps // 10), config.steps
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / (steps - warmup + 1))))

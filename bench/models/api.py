@@ -66,7 +66,7 @@ def nasty_head(features: np.ndarray, targets: np.ndarray, adversary, tau: float,
     with torch.inference_mode():
         teacher = F.log_softmax(adversary(x) / tau, dim=1)
     head = initial_head(x.shape[1], y.shape[1], config, seed).train()
-    optimizer = torch.optim.Adam(head.parameters(), lr=config.lr)
+    optimizer = torch.optim.Adam(head.parameters(), lr=config.lr, foreach=True)
     rounds = -(-len(x) // config.batch_size)
     schedule = _cosine(optimizer, config, rounds)
     order_generator = torch_generator(seed, "nasty-batches")

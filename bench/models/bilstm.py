@@ -73,3 +73,4 @@ class BiLSTMEncoder(Encoder):
         self.revision = f"bilstm-{hidden}x2-seed{seed}-table:{table_revision}"
         self.dim = 2 * hidden
         self._cache = FeatureCache()
+        self._known: dict[str, dict] = {}  # Encoder.encode's rows of this process

@@ -176,7 +176,7 @@ class ChartParserServer(Server):
         with torch.random.fork_rng():
             torch.manual_seed(derive_seed(self.seed, "chart-init"))
             model = _model(self.encoder.dim, len(self.labels), self.lstm, self.hidden, self.config.dropout)
-        optimizer = torch.optim.Adam(model.parameters(), lr=self.config.lr)
+        optimizer = torch.optim.Adam(model.parameters(), lr=self.config.lr, foreach=True)
         # batches of sentences of similar length (less padding); batch order reshuffled every epoch
         by_length = sorted(nonempty, key=lambda k: len(states[k]))
         batches = [by_length[s : s + self.config.batch_size] for s in range(0, len(by_length),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import json
 import re
 import zlib
 from pathlib import Path
@@ -161,6 +162,7 @@ class Encoder:
             self.revision = getattr(self.model.config, "_commit_hash", None) or "unknown"
         self.dim = int(self.model.config.hidden_size)
         self._cache = FeatureCache()
+        self._known: dict[str, dict] = {}  # settings -> {text or pair of texts: feature row}, this process only
 
     def settings(self) -> dict:
         """What determines the features besides the texts (the cache key's first part)."""
@@ -256,22 +258,45 @@ class Encoder:
         import torch
 
         use_cache = use_cache and self.cache
-        key = texts_key(self.settings(), texts)
+        settings = self.settings()
+        key = texts_key(settings, texts)
         if use_cache and (cached := self._cache.get(self.name, key)) is not None:
+            self._remember(settings, texts, cached)
             return cached
-        order = np.argsort([_length(t) for t in texts], kind="stable")  # less padding per batch
         features = np.empty((len(texts), self.dim), dtype=np.float32)
+        # texts this process has encoded already (an attack's corpus is the training and evaluation texts the
+        # protocol encoded) are taken from memory; only the rest go through the model
+        todo = self._recall(settings, texts, features) if use_cache else np.arange(len(texts))
+        order = todo[np.argsort([_length(texts[i]) for i in todo], kind="stable")]  # less padding per batch
         was_training = self.model.training
         self.model.eval()
-        starts = range(0, len(texts), batch_size)
+        starts = range(0, len(order), batch_size)
         with torch.inference_mode():
-            for start in track(starts, f"encoding {len(texts)} texts ({self.name})", len(starts)):
+            for start in track(starts, f"encoding {len(order)} texts ({self.name})", len(starts)):
                 rows = order[start : start + batch_size]
                 features[rows] = self.pooled([texts[i] for i in rows]).float().cpu().numpy()
         self.model.train(was_training)
         if use_cache:
+            self._remember(settings, texts, features)
             self._cache.put(self.name, key, features)
         return features
+
+    def _recall(self, settings: dict, texts: Sequence, features: np.ndarray) -> np.ndarray:
+        """Fill ``features`` with the rows of texts encoded earlier in this process; the positions still to encode."""
+        known = self._known.get(json.dumps(settings, sort_keys=True), {})
+        todo = []
+        for position, item in enumerate(texts):
+            row = known.get(item) if _is_text(item) else None
+            if row is None:
+                todo.append(position)
+            else:
+                features[position] = row
+        return np.asarray(todo, dtype=np.int64)
+
+    def _remember(self, settings: dict, texts: Sequence, features: np.ndarray) -> None:
+        """Keep each text's row (a view, no copy) for later calls with the same settings."""
+        known = self._known.setdefault(json.dumps(settings, sort_keys=True), {})
+        known.update((item, row) for item, row in zip(texts, features) if _is_text(item))
 
     def token_states(self, items: Sequence, batch_size: int = 64) -> list[np.ndarray]:
         """Frozen per-token representations of released single sentences (token-id or token-vector arrays):
@@ -329,6 +354,11 @@ class MockEncoder:
 
     def pooled(self, texts: Sequence[str]):
         raise BenchError("the mock encoder has no weights to fine-tune; use --mode frozen.")
+
+
+def _is_text(item) -> bool:
+    """A text or a pair of texts (hashable), not token ids or vectors."""
+    return isinstance(item, str) or (isinstance(item, tuple) and all(isinstance(part, str) for part in item))
 
 
 def _length(item) -> int:

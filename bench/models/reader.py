@@ -188,7 +188,7 @@ class ReaderServer(Server):
             raise BenchError("no training example's answer is inside its released context.")
         torch.manual_seed(self.seed)
         head = _head(features[0].context.shape[1], self.config.dropout).train()
-        optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr)
+        optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr, foreach=True)
         steps = self.config.epochs * math.ceil(len(keep) / self.config.batch_size)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(steps, 1))
         generator = torch.Generator().manual_seed(self.seed)

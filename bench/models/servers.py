@@ -162,7 +162,7 @@ class TaggingServer(Server):
         tags = np.concatenate([np.asarray(tag, dtype=np.int64)[: len(s)] for tag, s in zip(labels, states)])
         x, y = torch.from_numpy(features), torch.nn.functional.one_hot(torch.from_numpy(tags), self.num_tags).float()
         head = initial_head(features.shape[1], self.num_tags, self.config, self.seed).train()
-        optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr)
+        optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr, foreach=True)
         order_generator = torch.Generator().manual_seed(self.seed)
         for _ in range(self.config.epochs):
             order = torch.randperm(len(x), generator=order_generator)

@@ -2,6 +2,7 @@
 shape and flags, mechanism discovery, and bad input (no timing is compared against a threshold)."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -131,3 +132,12 @@ def test_bad_input_is_one_sentence_and_exit_2(tiny_data, tmp_path, args, message
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not path.exists()
+
+
+def test_time_calls_stops_at_its_budget_after_the_least_count():
+    from bench.analysis.perf import time_calls
+
+    calls = []
+    times = time_calls(lambda: calls.append(time.sleep(0.02)), 10, budget_s=0.01, least=3)
+    assert len(times) == 3 and len(calls) == 4  # one untimed warm-up, then the least count
+    assert len(time_calls(lambda: None, 10, budget_s=60.0)) == 10

@@ -1,0 +1,38 @@
+"""Texts encoded once in a process are not encoded again: the attack's corpus reuses the protocol's rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.models.encoders import Encoder
+
+
+@pytest.fixture
+def encoder(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    model = Encoder("minilm")
+    seen: list = []
+    pooled = model.pooled
+    monkeypatch.setattr(model, "pooled", lambda items: seen.extend(items) or pooled(items))
+    return model, seen
+
+
+def test_known_texts_come_from_memory_and_only_new_ones_are_encoded(encoder):
+    model, seen = encoder
+    first = model.encode(["a quiet film", "loud and long", ("is it", "yes it is")])
+    second = model.encode(["loud and long", "a new sentence", ("is it", "yes it is"), "a quiet film"])
+    assert seen[3:] == ["a new sentence"]  # three from the first call, then only the new text
+    assert np.array_equal(second[[0, 2, 3]], first[[1, 2, 0]])
+    alone = Encoder("minilm", cache=False).encode(["a new sentence"], use_cache=False)
+    np.testing.assert_allclose(second[1], alone[0], atol=1e-5)  # the new row is the text's own encoding
+
+
+def test_token_arrays_and_uncached_calls_are_always_encoded(encoder):
+    model, seen = encoder
+    ids = model.token_ids(["a quiet film"])
+    model.encode(ids)
+    model.encode(ids)  # arrays are not remembered (a disk-cache hit answers the second call)
+    model.encode(["a quiet film"], use_cache=False)
+    model.encode(["a quiet film"], use_cache=False)
+    assert len(seen) == 3
