@@ -1,7 +1,8 @@
 """``bench summarize``: aggregate records over seeds into ``results/leaderboard.csv``.
 
-One row per (configuration, metric): mean, std and n over seeds, with the labels the dashboard
-filters on. Written atomically, so a reader never sees half a table.
+One row per (configuration, metric): mean, std and n over seeds and the half-width of the mean's 95% confidence
+interval (Student's t with n - 1 degrees of freedom; empty for one seed), with the labels the dashboard filters on.
+Written atomically, so a reader never sees half a table.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from bench.results.store import CorruptLine, ResultStore
 
 COLUMNS = [
     "task", "encoder", "defense", "defense_args", "server_args", "attack", "attack_args", "mode", "n_train", "n_eval",
-    "config_hash", "metric", "higher_is_better", "mean", "std", "n",
+    "config_hash", "metric", "higher_is_better", "mean", "std", "n", "ci95",
 ]
+STATISTICS = ("mean", "std", "n", "ci95")
 
 
 def format_args(args: dict) -> str:
@@ -62,8 +64,9 @@ def seed_frame(records: list[ResultRecord]):
 
 
 def aggregate(frame, with_order: bool = False):
-    """Mean, std and n over seeds of a ``seed_frame`` (with ``order``, the metric's smallest place, if asked)."""
-    keys = [c for c in COLUMNS if c not in ("mean", "std", "n")]
+    """Mean, std, n and the 95% half-width over seeds of a ``seed_frame`` (with ``order``, the metric's smallest
+    place, if asked)."""
+    keys = [c for c in COLUMNS if c not in STATISTICS]
     if frame.empty:
         import pandas as pd
 
@@ -72,6 +75,7 @@ def aggregate(frame, with_order: bool = False):
     if with_order:
         aggregations["order"] = ("order", "min")
     table = frame.groupby(keys, dropna=False).agg(**aggregations).reset_index()
+    table["ci95"] = ci95_half_width(table["std"], table["n"])
     columns = COLUMNS + (["order"] if with_order else [])
     return table[columns].sort_values(["task", "attack", "metric", "defense", "defense_args"]).reset_index(drop=True)
 
@@ -79,6 +83,18 @@ def aggregate(frame, with_order: bool = False):
 def leaderboard_frame(records: list[ResultRecord]):
     """Long-format table of per-configuration metric means, stds and seed counts."""
     return aggregate(seed_frame(records))
+
+
+def ci95_half_width(std, n):
+    """t(0.975, n - 1) · std / sqrt(n) per row: the mean's 95% confidence interval is mean ± this (NaN for n < 2)."""
+    import numpy as np
+    from scipy import stats
+
+    n = np.asarray(n, dtype=float)
+    several = n > 1
+    width = np.full(len(n), np.nan)
+    width[several] = stats.t.ppf(0.975, n[several] - 1) * np.asarray(std, dtype=float)[several] / np.sqrt(n[several])
+    return width
 
 
 def _mean(values) -> float:

@@ -202,9 +202,15 @@ BEGIN, END = "<!-- bench report: begin -->", "<!-- bench report: end -->"
 
 
 def _mean_std(mean, std, n) -> str:
+    """``mean ± std [95% CI of the mean]`` over several seeds, the mean alone for one."""
+    from bench.results.leaderboard import ci95_half_width
+
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return ""
-    return f"{mean:.3f} ± {std:.3f}" if n and n > 1 and std == std else f"{mean:.3f}"
+    if not (n and n > 1 and std == std):
+        return f"{mean:.3f}"
+    half = float(ci95_half_width([std], [n])[0])
+    return f"{mean:.3f} ± {std:.3f} [{mean - half:.3f}, {mean + half:.3f}]"
 
 
 def report(board: pd.DataFrame, source: str) -> str:
@@ -212,10 +218,11 @@ def report(board: pd.DataFrame, source: str) -> str:
     and the attack's first metric (mean ± std over seeds), its random guess and the advantage over it."""
     headline = headline_metrics(board)
     up = direction(board)
-    lines = [f"Printed by `bench report` from the records in `{source}` (means ± sample std over seeds; a value "
-             "without ± is one seed). Rank = frontier layer on (headline utility, the attack's first metric), then "
-             "utility; layer 1 is the Pareto frontier. Advantage = attack success minus the random guess scored in "
-             "the same cells, oriented so that positive means the attack beats a guess.", ""]
+    lines = [f"Printed by `bench report` from the records in `{source}` (means ± sample std over seeds, then "
+             "the mean's 95% confidence interval, Student's t; a value without ± is one seed). Rank = frontier "
+             "layer on (headline utility, the attack's first metric), then utility; layer 1 is the Pareto frontier. "
+             "Advantage = attack success minus the random guess scored in the same cells, oriented so that positive "
+             "means the attack beats a guess.", ""]
     tasks = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index
     for task in tasks:
         on_task = board[board["task"] == task]

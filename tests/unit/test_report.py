@@ -25,8 +25,11 @@ def test_report_ranks_with_mean_std_and_random(tmp_path):
     records, _ = ResultStore(tmp_path).read()
     text = report(aggregate(seed_frame(records), with_order=True), "here/")
     assert "### sst2 · rss" in text and "| rank | frontier | defense |" in text
-    assert "| 1 | 1 | none |  | 0.800 ± 0.000 | 1.000 ± 0.000 | 0.010 | 0.990 | 2 |" in text
-    assert "| 2 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 | 0.000 ± 0.000 | 0.010 | -0.010 | 2 |" in text
+    assert ("| 1 | 1 | none |  | 0.800 ± 0.000 [0.800, 0.800] | 1.000 ± 0.000 [1.000, 1.000] | 0.010 | 0.990 | 2 |"
+            in text)
+    # two seeds: t(0.975, 1) = 12.71, so the interval of the mean is wide
+    assert ("| 2 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | 0.000 ± 0.000 [0.000, 0.000] | 0.010 "
+            "| -0.010 | 2 |" in text)
     single = report(aggregate(seed_frame([r for r in records if r.seed == 0]), with_order=True), "here/")
     assert "| 2 | 1 | texthide | m=256,k=4 | 0.500 | 0.000 | 0.010 | -0.010 | 1 |" in single  # one seed: no ±
 

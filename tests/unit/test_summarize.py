@@ -1,6 +1,7 @@
 """Leaderboard: mean, std and n over seeds per configuration."""
 
 import pandas as pd
+from scipy import stats
 
 from bench.results.leaderboard import summarize
 from bench.results.store import ResultStore
@@ -16,6 +17,9 @@ def test_aggregates_seeds(tmp_path):
     accuracy = table[table["metric"] == "utility/accuracy"].iloc[0]
     assert accuracy["n"] == 3
     assert abs(accuracy["mean"] - 0.6) < 1e-9 and abs(accuracy["std"] - 0.1) < 1e-9
+    # the 95% interval of the mean over 3 seeds: t(0.975, 2) = 4.303, so 4.303 x 0.1 / sqrt(3)
+    low, high = stats.t.interval(0.95, 2, loc=0.6, scale=0.1 / 3**0.5)
+    assert abs(accuracy["ci95"] - (high - 0.6)) < 1e-6 and abs((0.6 - accuracy["ci95"]) - low) < 1e-6  # csv: 6 places
     assert accuracy["defense_args"] == "m=256,k=4"
     assert rows == 3 and problems == []
 
@@ -25,7 +29,8 @@ def test_rerun_of_one_seed_counts_once(tmp_path):
     store.append(make_record(0))
     store.append(make_record(0))
     path, _, _ = summarize(store)
-    assert set(pd.read_csv(path)["n"]) == {1}
+    table = pd.read_csv(path)
+    assert set(table["n"]) == {1} and table["ci95"].isna().all()  # no interval from one seed
 
 
 def test_summarizing_the_committed_records_reproduces_the_committed_leaderboard(tmp_path):
