@@ -294,9 +294,10 @@ class Encoder:
         return np.asarray(todo, dtype=np.int64)
 
     def _remember(self, settings: dict, texts: Sequence, features: np.ndarray) -> None:
-        """Keep each text's row (a view, no copy) for later calls with the same settings."""
+        """Keep each text's row for later calls with the same settings (rows of a private copy: a caller may change
+        the array it was given in place)."""
         known = self._known.setdefault(json.dumps(settings, sort_keys=True), {})
-        known.update((item, row) for item, row in zip(texts, features) if _is_text(item))
+        known.update((item, row) for item, row in zip(texts, features.copy()) if _is_text(item))
 
     def token_states(self, items: Sequence, batch_size: int = 64) -> list[np.ndarray]:
         """Frozen per-token representations of released single sentences (token-id or token-vector arrays):

@@ -24,6 +24,8 @@ def test_known_texts_come_from_memory_and_only_new_ones_are_encoded(encoder):
     second = model.encode(["loud and long", "a new sentence", ("is it", "yes it is"), "a quiet film"])
     assert seen[3:] == ["a new sentence"]  # three from the first call, then only the new text
     assert np.array_equal(second[[0, 2, 3]], first[[1, 2, 0]])
+    first[:] = 0.0  # a caller changing its array in place does not change what is remembered
+    assert np.array_equal(model.encode(["a quiet film"]), second[[3]])
     alone = Encoder("minilm", cache=False).encode(["a new sentence"], use_cache=False)
     np.testing.assert_allclose(second[1], alone[0], atol=1e-5)  # the new row is the text's own encoding
 
