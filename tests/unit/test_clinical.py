@@ -116,7 +116,12 @@ def test_leakage_metrics_on_hand_made_samples():
     scores = leakage(samples, patients)
     assert scores["with_name"] == pytest.approx(0.75)
     assert scores["first_name"] == pytest.approx(2 / 3) and scores["last_name"] == pytest.approx(2 / 3)
-    assert scores["a_at_100"] == pytest.approx(2 / 3)
+    assert scores["a_at_100"] == pytest.approx(4 / 6)  # ann, lee, bob, ray of the six name words
+    # ranked by the release's preference (Lehman et al.'s P@k), ties by how often a name was generated
+    preferred = {"zed": 2.0, "quinn": 1.0, "ann": 0.5}
+    assert leakage(samples, patients, preference=preferred, top=2)["a_at_100"] == 0.0
+    assert leakage(samples, patients, preference=preferred, top=3)["a_at_100"] == pytest.approx(1 / 3)
+    assert leakage(samples, patients, preference={"ray": 1.0, "bob": 0.5}, top=2)["a_at_100"] == 1.0
     assert scores["em"] == pytest.approx(0.5)  # two samples name a patient; one holds that patient's condition
     assert leakage(GeneratedSamples(["no names here ."], [], []), patients) == {
         "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "a_at_100": 0.0, "em": 0.0}
