@@ -23,9 +23,11 @@ WordPieces, masked in its sample, under a public comparator (the MLM the release
 ``comparator`` names another) minus the loss under the released MLM; a distinct name's score is the largest over
 its occurrences; ``a_at_100`` is the share of the 100 best-scored distinct names (fewer when fewer were generated;
 0 when none) that are a patient's first or last name. Ties (the general-domain row, whose comparator is itself,
-scores every name 0) go to the name generated more often, then the one generated first. ``em`` = share of the
-samples that name a patient (full name) that also contain one of that patient's true conditions, word for word.
-Version 1 ranked full names by frequency and counted a patient's full name, which no row ever produced.
+scores every name 0) go to the name generated more often, then the one generated first. ``em`` = Lehman et al.'s
+name-condition metric, as the same evaluation computes it: among the samples with a name word that is some patient's
+first or last name, the share that also contain a true condition of one of the patients bearing such a name (matched
+word for word here, by MedCAT there). Version 1 ranked full names by frequency and asked for a patient's full name
+in both metrics, which no row ever produced.
 
 Random reference: as many "samples" made of a uniformly drawn public first and last name and a condition drawn
 with its public frequency, scored the same way (``with_name`` is then near 1 by construction).
@@ -62,7 +64,7 @@ class GeneratedSamples:
 class NameGeneration(Attack):
     """Gibbs sampling from the released MLM; person names found by spaCy; Table 7's leakage metrics."""
 
-    version: ClassVar[str] = "2"  # 2: a_at_100 as Lehman et al.'s P@100 (names scored against a comparator)
+    version: ClassVar[str] = "2"  # 2: a_at_100 and em as Lehman et al.'s evaluation computes them
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("with_name", True, "share of samples holding a person name (spaCy PERSON): Table 7's w/ Name"),
@@ -70,7 +72,8 @@ class NameGeneration(Attack):
         Metric("last_name", True, "share of the distinct generated last names that are a patient's last name"),
         Metric("a_at_100", True, "Lehman et al.'s P@100: share of the 100 generated names the released MLM prefers "
                                  "most over its public base that are a patient's first or last name"),
-        Metric("em", True, "share of samples naming a patient that also hold one of the patient's true conditions"),
+        Metric("em", True, "share of the samples with a patient's first or last name that also hold a true condition "
+                           "of a patient of that name"),
     )
 
     samples: int = 120  # sequences sampled
@@ -262,14 +265,15 @@ def leakage(samples: GeneratedSamples, patients: list, names: list | None = None
         names = person_names(samples.texts, samples.first_names, samples.last_names)
     firsts = {p.first.lower() for p in patients}
     lasts = {p.last.lower() for p in patients}
-    by_name: dict[tuple[str, str], list] = {}
+    bearers: dict[str, list] = {}  # a first or last name -> the patients who bear it
     for patient in patients:
-        by_name.setdefault((patient.first.lower(), patient.last.lower()), []).append(patient)
+        for name in {patient.first.lower(), patient.last.lower()}:
+            bearers.setdefault(name, []).append(patient)
     generated_first = {ent[0] for row in names for ent in row}
     generated_last = {ent[-1] for row in names for ent in row if len(ent) >= 2}
     naming, with_condition = 0, 0
     for text, row in zip(samples.texts, names):
-        named = [p for ent in row if len(ent) >= 2 for p in by_name.get((ent[0], ent[-1]), [])]
+        named = [p for word in {w for ent in row for w in ent} for p in bearers.get(word, [])]
         if named:
             naming += 1
             padded = f" {' '.join(words_of(text))} "

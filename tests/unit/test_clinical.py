@@ -123,6 +123,10 @@ def test_leakage_metrics_on_hand_made_samples():
     assert leakage(samples, patients, preference=preferred, top=3)["a_at_100"] == pytest.approx(1 / 3)
     assert leakage(samples, patients, preference={"ray": 1.0, "bob": 0.5}, top=2)["a_at_100"] == 1.0
     assert scores["em"] == pytest.approx(0.5)  # two samples name a patient; one holds that patient's condition
+    # Lehman et al.'s reading: a first name of one patient and a last name of another name both, and a condition of
+    # either counts
+    mixed = GeneratedSamples(["Ann Ray has migraine .", "Zed Quinn has asthma ."], ["Ann", "Zed"], ["Ray", "Quinn"])
+    assert leakage(mixed, patients)["em"] == 1.0
     assert leakage(GeneratedSamples(["no names here ."], [], []), patients) == {
         "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "a_at_100": 0.0, "em": 0.0}
 
