@@ -4,7 +4,8 @@ Paper: Eric Lehman, Sarthak Jain, Karl Pichotta, Yoav Goldberg, Byron C. Wallace
 Clinical Notes Reveal Sensitive Data?" NAACL 2021 (generation after Wang & Cho 2019), as Li et al.,
 "Semantics-Preserved Distortion for Personal Privacy Protection in Information Management", §6 and Table 7 use it.
 Threat model: the adversary holds the released weights (release kind ``model``) and public name lists and
-condition vocabularies (``bench.engine.protocols.ModelRelease``); never the notes.
+condition vocabularies (``bench.engine.protocols.ModelRelease``), and the public MLM the release was pretrained from
+(its ``base``, the comparator of A@100); never the notes.
 
 Sampling: each sequence is ``[CLS] prefix [MASK] x length [SEP]``, the prefix cycling over ``prefixes`` (none, "mr",
 "ms"). Every Gibbs iteration masks one position of every sequence (a fresh random order of the positions each
@@ -84,8 +85,7 @@ class NameGeneration(Attack):
     top_k: int = 40  # tokens kept after the burn-in (Lehman et al.: 40)
     batch_size: int = 128  # sequences per forward pass
     seed: int = 0  # the adversary's sampling
-    # public MLM names are scored against (load_mlm name); "" = the one the release started from
-    comparator: str = added_later("")
+    comparator: str = added_later("")  # public MLM names are scored against (load_mlm name); "" = the release's base
 
     def __post_init__(self) -> None:
         require(self.samples >= 1, f"name-generation samples must be >= 1, got {self.samples}.")
