@@ -106,7 +106,7 @@ class NameGeneration(Attack):
         texts = gibbs_samples(mlm, self.samples, self.length, [PREFIXES[p] for p in self.prefixes.split("+")],
                               self.iterations, self.burn_in, self.top_k, self.batch_size, self.seed)
         return GeneratedSamples(texts, release.data.first_names, release.data.last_names, release.data.path,
-                                self.comparator or release.data.base or release.data.path)
+                                self._comparator(release.data))
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> GeneratedSamples:
         """Public first and last names drawn uniformly, each with a condition drawn by its public frequency."""
@@ -117,8 +117,11 @@ class NameGeneration(Attack):
         conditions = rng.choice(len(data.conditions), size=self.samples, p=counts / counts.sum())
         texts = [f"{data.first_names[f]} {data.last_names[g]} has {data.conditions[c]} ."
                  for f, g, c in zip(firsts, lasts, conditions)]
-        return GeneratedSamples(texts, data.first_names, data.last_names, data.path,
-                                self.comparator or data.base or data.path)
+        return GeneratedSamples(texts, data.first_names, data.last_names, data.path, self._comparator(data))
+
+    def _comparator(self, data) -> str:
+        """The MLM names are scored against: ``comparator``, else the release's public base, else the release."""
+        return self.comparator or data.base or data.path
 
     def score(self, guesses: GeneratedSamples, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Table 7's leakage metrics of the samples against the patients."""
@@ -203,7 +206,6 @@ def name_preference(samples: GeneratedSamples, names: list[list[tuple[str, ...]]
     """Each generated name word's score: the largest, over its occurrences, of the comparator's masked-LM loss on it
     minus the released MLM's (higher = the release prefers it more than its public base does)."""
     from bench.data.clinical import words_of
-    from bench.models.mlm import load_mlm
 
     occurrences = []  # (words of the sample, index of a name word)
     for text, row in zip(samples.texts, names):
@@ -212,13 +214,20 @@ def name_preference(samples: GeneratedSamples, names: list[list[tuple[str, ...]]
         occurrences += [(words, i) for i, word in enumerate(words) if word in person]
     if not occurrences:
         return {}
-    model = load_mlm(samples.model)
-    comparator = model if samples.comparator == samples.model else load_mlm(samples.comparator)
+    model, comparator = _scoring_mlm(samples.model), _scoring_mlm(samples.comparator)
     difference = masked_word_loss(comparator, occurrences) - masked_word_loss(model, occurrences)
     best: dict[str, float] = {}
     for (words, i), value in zip(occurrences, difference):
         best[words[i]] = max(best.get(words[i], -np.inf), float(value))
     return best
+
+
+@functools.lru_cache(maxsize=2)
+def _scoring_mlm(name: str):
+    """An MLM that only scores (never trained): loaded once for the attack's samples and the random reference."""
+    from bench.models.mlm import load_mlm
+
+    return load_mlm(name)
 
 
 def masked_word_loss(mlm, occurrences: list[tuple[list[str], int]], batch_size: int = 64) -> np.ndarray:
