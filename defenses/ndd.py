@@ -7,9 +7,9 @@ Management", §4 (Eq. 13-15), with the metric of §3.2 (``bench.privacy.ndd``, a
 Threat model: the client rewrites the sensitive spans of its own text before release (the server trains on the
 rewritten text); an adversary sees the released text and knows the mechanism, the MLM included.
 
-For each chosen span (``bench.engine.spans``) the client draws ``k`` candidates:
-
 The MLM is the client's: ``minilm-mlm`` (offline) is trained on public text without the task's own text.
+
+For each chosen span (``bench.engine.spans``) the client draws ``k`` candidates:
 
 * ``generative``: the span's WordPieces under the MLM's tokenizer are replaced by [MASK] (Eq. 13) and each
   candidate fills them left to right, one piece per position, sampling each piece from the MLM's softmax over
@@ -29,6 +29,11 @@ phrase of its kind, or every sample equal to it) is masked, and the record count
 0.9 weighs the tokens next to the span most and still counts the whole sentence. ``window`` (0 by default: the
 whole segment, as the paper's sentences) limits the metric to the words within ``window`` words of the span, the
 MLM seeing that stretch alone: a deviation for paragraph-long segments (SQuAD windows), stated in the record.
+
+An interrupted rewrite resumes where it stopped: every candidate is drawn before any is scored, and each span's
+choice is checkpointed as it is made (``bench.core.journal``, keyed by the defense, the MLM's weights, the split
+and the drawn candidates), so a rerun scores only the spans left and chooses exactly what one uninterrupted run
+chooses. The record counts the spans taken from the checkpoint (``ndd_spans_from_checkpoint``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import numpy as np
 
 from bench import Edit, SpanDefense, added_later, register_defense
 from bench.core.params import require
+from bench.core.progress import track
 
 MODES = ("generative", "substitutive")
 SELECTIONS = ("ndd", "random")
@@ -97,29 +103,52 @@ class NDDDistortion(SpanDefense):
                           for i, span in jobs]
         edits: list[list[Edit]] = [[] for _ in batch.texts]
         chosen_ndd, first_ndd, masked, originals = [], [], 0, {}
-        for (i, span), options in zip(jobs, candidates):
-            own = tuple(w.lower() for w in span.words(batch.texts[i]))
-            options = [c for c in options if tuple(w.lower() for w in c[0]) != own]
-            if not options:
-                masked += 1
-                edits[i].append(Edit(span, (MASK,) * (span.end - span.start)))
-                continue
-            keep = 0
-            if self.select == "ndd" and len(options) > 1:
-                scores = self._scores(mlm, pieces, batch.texts[i], span, options, originals)
-                if scores is not None:
-                    keep = int(np.argmin(scores))
-                    chosen_ndd.append(float(scores[keep]))
-                    first_ndd.append(float(scores[0]))
-            words, fragment = options[keep]
-            edits[i].append(Edit(span, tuple(words), fragment))
+        journal = self._journal(batch, jobs, candidates) if self.select == "ndd" else None
+        finished = False
+        try:
+            for number, ((i, span), options) in enumerate(track(zip(jobs, candidates), "NDD: choosing candidates",
+                                                                total=len(jobs))):
+                own = tuple(w.lower() for w in span.words(batch.texts[i]))
+                options = [c for c in options if tuple(w.lower() for w in c[0]) != own]
+                if not options:
+                    masked += 1
+                    edits[i].append(Edit(span, (MASK,) * (span.end - span.start)))
+                    continue
+                keep = 0
+                if journal is not None and len(options) > 1:
+                    if number not in journal.done:
+                        scores = self._scores(mlm, pieces, batch.texts[i], span, options, originals)
+                        journal.record(number, None if scores is None else
+                                       [int(np.argmin(scores)), float(np.min(scores)), float(scores[0])])
+                    if journal.done[number] is not None:
+                        keep, chosen, first = journal.done[number]
+                        chosen_ndd.append(chosen)
+                        first_ndd.append(first)
+                words, fragment = options[keep]
+                edits[i].append(Edit(span, tuple(words), fragment))
+            finished = True
+        finally:
+            if journal is not None:
+                journal.close(finished)
         self.stats = {"ndd_spans": len(jobs), "ndd_masked_for_want_of_candidates": masked,
                       "ndd_rewrite_seconds": round(time.perf_counter() - started, 1)}
+        if journal is not None and journal.resumed:
+            self.stats["ndd_spans_from_checkpoint"] = journal.resumed
         if chosen_ndd:
             self.stats.update({"ndd_chosen_mean": float(np.mean(chosen_ndd)),
                                "ndd_first_candidate_mean": float(np.mean(first_ndd)),
                                "ndd_scored_spans": len(chosen_ndd)})
         return edits
+
+    def _journal(self, batch, jobs, candidates):
+        """The checkpoint of this rewrite's span choices, keyed by everything they depend on (the candidates are
+        drawn before any scoring, so the choices do not depend on where an interrupted run stopped)."""
+        from bench.core.journal import Journal
+        from bench.models.encoders import cell_precision
+
+        drawn = [[tuple(words) for words, _ in options] for options in candidates]
+        return Journal("rewrites", (self.rewrite_identity(batch.task), cell_precision(), batch.task, batch.texts,
+                                    jobs, drawn))
 
     def _scores(self, mlm, pieces, text, span, options, originals):
         """NDD of each option replacing ``span`` (None when the sentence is too long for the MLM)."""

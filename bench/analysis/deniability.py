@@ -15,25 +15,27 @@ Each sampled vocabulary token w is perturbed T times at each eta, and two counts
 Their distributions over tokens, per eta, are reported as quantiles, and eta is chosen by two rules
 (thresholds are options):
 
-- worst case: the largest eta at which the ``quantile`` (default 0.95) of N_w/T is at most
-  ``max_unchanged`` (default 0.5) and the (1 - quantile) quantile of S_w is at least ``min_support``
-  (default 10): all but the 5% least protected tokens are released unchanged at most half the time and
-  have at least 10 plausible outputs;
-- average case: the same bounds on the mean of N_w/T and the mean of S_w.
+- worst case (the default bounds are Qu et al.'s, §5.3, after Feyisetan et al.): the largest eta at which
+  every token (``quantile`` 1) has N_w/T at most ``max_unchanged`` (0.5), i.e. every token is modified at
+  least 500 times in 1,000; Qu et al. put no bound on S_w (``min_support`` 1). A ``quantile`` below 1 and a
+  ``min_support`` above 1 give the looser rule this harness used before the paper was at hand (0.95 and 10:
+  all but the 5% least protected tokens, each with at least 10 distinct outputs);
+- average case: the same bounds on the mean of N_w/T and the mean of S_w over the vocabulary tokens. This is
+  the harness's reading. Qu et al.'s "average case" accounts for term frequencies in a corpus (§5.4: the
+  share of a dataset's tokens that the mechanism changes), which the dchi-text sweep's records report.
+
+From Qu et al. §5.3 (``../shared/papers/qu2021_privacy_preserving_bert.txt``): each regular token (not
+[PAD], [CLS], [SEP], [MASK], [UNK] or [unused...]) is perturbed 1,000 times per eta; N_w is the number of
+outputs identical to the input; S_w is the number of unique outputs (the input among them when it comes
+back). Both are as computed here. Qu et al. perturb *every* regular token. The default here is a seeded sample of
+200 (``--tokens all`` is Qu's setting, about 150 times the work, resumable): on a sample, "every token" is
+every *sampled* token, whose largest N_w can only fall short of the vocabulary's, so the eta it selects is at
+least the one the whole vocabulary would select.
 
 Expected N_w grows with eta (the token's Voronoi cell is convex and the noise radius shrinks); S_w
 falls with eta but also shrinks at very small eta, where the noise dwarfs the table and only tokens on
 its convex hull come out. So a rule selects the upper end of the first run of grid etas that meet it,
 scanning upwards: a sampling blip above a failing eta is never selected.
-
-What could and could not be confirmed from the papers (only their abstracts and secondary summaries
-were reachable offline): Feyisetan et al. select epsilon "by analyzing plausible deniability
-statistics", namely the probability of leaving a word unchanged (N_w) and the effective support of the
-output distribution (S_w), estimated by sampling each word many times; Qu et al. report the same two
-statistics against eta for BERT's vocabulary. Not confirmed: the exact number of samples per word
-(T = 1000 here is the common choice), whether S_w counts the input word itself, the quantiles, means
-and thresholds the papers use for their worst-case and average-case selections. The defaults above are
-this harness's choices, not published values; change them with the options.
 """
 
 from __future__ import annotations
@@ -98,11 +100,12 @@ PARAMETER_NAMES = {"dchi-text": "eta", "santext": "eps"}
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The bounds a privacy parameter must meet to be selected."""
+    """The bounds a privacy parameter must meet to be selected; the defaults are Qu et al.'s worst case (§5.3):
+    every token modified at least 500 times in 1,000, with no bound on S_w."""
 
     max_unchanged: float = 0.5  # N_w / T at most this: a token comes back unchanged at most this often
-    min_support: int = 10  # S_w at least this: distinct outputs among the T releases of a token
-    quantile: float = 0.95  # worst case: this quantile of N_w/T and the (1 - quantile) quantile of S_w
+    min_support: int = 1  # S_w at least this: distinct outputs among the T releases of a token (1 = no bound)
+    quantile: float = 1.0  # worst case: this quantile of N_w/T and the (1 - quantile) quantile of S_w (1 = every token)
 
 
 def parse_token_count(text: str | int) -> int | None:
@@ -167,22 +170,51 @@ def token_statistics(outputs: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarra
 def perturbation_statistics(
     tokens: np.ndarray, table: np.ndarray, candidates: np.ndarray, etas: Sequence[float], trials: int,
     seed: int, mechanism: str = DEFAULT_MECHANISM, chunk_queries: int = CHUNK_QUERIES,
+    log: Callable[[str], None] = lambda message: None,
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """N_w and S_w of every token at every eta: ``{eta: (n_w, s_w)}``, arrays aligned with ``tokens``.
 
     Tokens are perturbed ``chunk_queries // trials`` at a time (all T copies in one mechanism call);
-    each (eta, chunk) draws from its own generator, so an eta's figures do not depend on the others.
+    each (eta, chunk) draws from its own generator, so an eta's figures do not depend on the others, nor on
+    the order of the work. That makes a long run (``--tokens all`` is a day of CPU) resumable: each finished
+    chunk is checkpointed per eta (``bench.core.journal``, keyed by the mechanism, the table, the tokens, T,
+    the seed and eta), and a rerun computes only the chunks left, with the figures one uninterrupted run gives.
     """
+    import hashlib
+
+    from bench.core.journal import Journal
+
     perturb = MECHANISMS[mechanism]
     per_call = max(1, chunk_queries // trials)
-    jobs = [(float(eta), start) for eta in etas for start in range(0, len(tokens), per_call)]
-    found = {float(eta): (np.zeros(len(tokens), np.int64), np.zeros(len(tokens), np.int64)) for eta in etas}
-    for eta, start in track(jobs, description=f"perturbing {len(tokens)} tokens × {trials}", total=len(jobs)):
-        chunk = tokens[start : start + per_call]
-        rng = numpy_generator(seed, "deniability", mechanism, repr(eta), str(start))
-        unchanged, distinct = token_statistics(perturb(chunk, trials, table, candidates, eta, rng), chunk)
-        found[eta][0][start : start + len(chunk)] = unchanged
-        found[eta][1][start : start + len(chunk)] = distinct
+    tokens = np.asarray(tokens, dtype=np.int64)
+    digest = hashlib.sha256(np.ascontiguousarray(table).tobytes())
+    digest.update(np.asarray(candidates, dtype=np.int64).tobytes())
+    digest.update(tokens.tobytes())
+    journals = {float(eta): Journal("deniability", (mechanism, digest.hexdigest(), trials, seed, per_call,
+                                                    float(eta))) for eta in etas}
+    resumed = sum(j.resumed for j in journals.values())
+    if resumed:
+        log(f"resuming: {resumed:,} token chunks were finished by an earlier run")
+    jobs = [(float(eta), start) for eta in etas for start in range(0, len(tokens), per_call)
+            if start not in journals[float(eta)].done]
+    finished = False
+    try:
+        for eta, start in track(jobs, description=f"perturbing {len(tokens)} tokens × {trials}", total=len(jobs)):
+            chunk = tokens[start : start + per_call]
+            rng = numpy_generator(seed, "deniability", mechanism, repr(eta), str(start))
+            unchanged, distinct = token_statistics(perturb(chunk, trials, table, candidates, eta, rng), chunk)
+            journals[eta].record(start, [unchanged.tolist(), distinct.tolist()])
+        finished = True
+    finally:
+        for journal in journals.values():
+            journal.close(finished)
+    found = {}
+    for eta, journal in journals.items():
+        unchanged, distinct = np.zeros(len(tokens), np.int64), np.zeros(len(tokens), np.int64)
+        for start, (n_w, s_w) in journal.done.items():
+            unchanged[start : start + len(n_w)] = n_w
+            distinct[start : start + len(s_w)] = s_w
+        found[eta] = (unchanged, distinct)
     return found
 
 
@@ -217,11 +249,13 @@ RULES = {"worst_case": _worst_case, "average_case": _average_case}
 
 def rule_text(rule: str, bounds: Thresholds) -> str:
     """The condition of a selection rule in words, for tables and the JSON file."""
+    support = f" and {{}} S_w >= {bounds.min_support}" if bounds.min_support > 1 else ""
     if rule == "worst_case":
         q = bounds.quantile
-        return (f"{q:g} quantile of N_w/T <= {bounds.max_unchanged:g} and "
-                f"{1 - q:.2g} quantile of S_w >= {bounds.min_support}")
-    return f"mean N_w/T <= {bounds.max_unchanged:g} and mean S_w >= {bounds.min_support}"
+        if q == 1.0:
+            return f"every token's N_w/T <= {bounds.max_unchanged:g}" + support.format("every token's")
+        return f"{q:g} quantile of N_w/T <= {bounds.max_unchanged:g}" + support.format(f"{1 - q:.2g} quantile of")
+    return f"mean N_w/T <= {bounds.max_unchanged:g}" + support.format("mean")
 
 
 def _largest_passing(etas: list[float], passed: list[bool]) -> float | None:
@@ -314,7 +348,8 @@ def run_deniability(
         f"= {queries:,} {work} over {len(space.candidates):,} × {dim} ({mechanism})")
     rate = calibrate(space, mechanism, etas[len(etas) // 2], trials, seed)
     log(f"measured {rate:,.0f} queries/s here: about {_duration(queries / rate)}")
-    stats = perturbation_statistics(sampled, space.table, space.candidates, etas, trials, seed, mechanism)
+    stats = perturbation_statistics(sampled, space.table, space.candidates, etas, trials, seed, mechanism,
+                                    log=log)
     return {
         "schema_version": SCHEMA_VERSION,
         "analysis": "deniability",

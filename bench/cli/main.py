@@ -694,10 +694,13 @@ def deniability(
         None, "--eta", help="Privacy parameter: eta for dchi-text, eps for santext (repeatable; default: the "
         "mechanism's grid, 30 45 60 80 100 120 160 for dchi-text, 4 7 10 14 20 30 40 for santext)."),
     seed: int = typer.Option(0, help="Seed of the token sample and of the mechanism's noise."),
-    max_unchanged: float = typer.Option(0.5, "--max-unchanged", help="Selection bound: N_w/T at most this."),
-    min_support: int = typer.Option(10, "--min-support", help="Selection bound: S_w at least this."),
+    max_unchanged: float = typer.Option(0.5, "--max-unchanged", help="Selection bound: N_w/T at most this "
+                                        "(0.5: modified at least 500 times in 1,000, Qu et al. §5.3)."),
+    min_support: int = typer.Option(1, "--min-support", help="Selection bound: S_w at least this (1: no bound, as "
+                                    "Qu et al.)."),
     quantile: float = typer.Option(
-        0.95, help="Worst case: this quantile of N_w/T and the (1 - quantile) quantile of S_w meet the bounds."),
+        1.0, help="Worst case: this quantile of N_w/T and the (1 - quantile) quantile of S_w meet the bounds (1: "
+        "every token, as Qu et al.)."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Plausible deniability: N_w (outputs equal to the token) and S_w (distinct outputs) per token and eta."""

@@ -188,3 +188,39 @@ def test_santext_statistics_follow_eps(space):
     assert means[0] < means[1] < means[2] == TRIALS
     outputs = den.santext_trials(space.candidates[:5], 50, space.table, space.candidates, 0.5, np.random.default_rng(0))
     assert outputs.shape == (5, 50) and np.isin(outputs, space.candidates).all()
+
+
+def test_default_rule_is_qus_every_token_modified_at_least_half_the_time():
+    stats = synthetic_stats()
+    chosen = den.select_etas(stats, 100, den.Thresholds())["worst_case"]
+    assert chosen["rule"] == "every token's N_w/T <= 0.5"
+    assert chosen["eta"] is None  # the isolated token is never changed at any eta
+    stats = {eta: (np.minimum(n_w, 50), s_w) for eta, (n_w, s_w) in stats.items()}  # now at most 50 of 100
+    assert den.select_etas(stats, 100, den.Thresholds())["worst_case"]["eta"] == max(stats)
+
+
+def test_an_interrupted_run_resumes_its_finished_chunks_with_the_same_figures(space, tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    whole = den.perturbation_statistics(space.candidates, space.table, space.candidates, [2.0, 8.0], 40, 0,
+                                        chunk_queries=400)  # 10 tokens a call: 5 chunks per eta
+    assert not list(tmp_path.rglob("*.jsonl"))  # a finished run keeps no checkpoint
+    real, calls = den.MECHANISMS["dchi-text"], []
+
+    def stopping(*args):
+        if len(calls) == 7:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setitem(den.MECHANISMS, "dchi-text", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        den.perturbation_statistics(space.candidates, space.table, space.candidates, [2.0, 8.0], 40, 0,
+                                    chunk_queries=400)
+    calls.clear()
+    monkeypatch.setitem(den.MECHANISMS, "dchi-text", lambda *args: (calls.append(1), real(*args))[1])
+    lines = []
+    resumed = den.perturbation_statistics(space.candidates, space.table, space.candidates, [2.0, 8.0], 40, 0,
+                                          chunk_queries=400, log=lines.append)
+    assert len(calls) == 3 and lines == ["resuming: 7 token chunks were finished by an earlier run"]
+    for eta in whole:
+        assert np.array_equal(resumed[eta][0], whole[eta][0]) and np.array_equal(resumed[eta][1], whole[eta][1])

@@ -267,3 +267,50 @@ def test_span_recovery_scores_verbatim_mlm_and_frequency_guesses():
     release = types.SimpleNamespace(slots=slots, span_prior={"PER": [((5, 6), 9), ((1, 1), 3)]})
     random = SpanRecovery(k=2).random_guess(release, None, np.random.default_rng(0))
     assert SpanRecovery().score(random, truth, None) == {"recovered": 2 / 3, "verbatim": 1 / 3, "mlm_top_k": 2 / 3}
+
+
+
+def test_interrupted_ndd_rewrite_resumes_from_its_checkpoint_with_the_same_choices(patched_mlm, tmp_path,
+                                                                                     monkeypatch):
+    from defenses.ndd import NDDDistortion
+
+    texts = ["peter blackburn visited the european commission in brussels on thursday .", "ann lee left .",
+             "john smith met mary jones in rome .", "the old man saw tom ."]
+    spans = [[Span(0, 2, "PER")], [Span(0, 2, "PER")], [Span(0, 2, "PER"), Span(3, 5, "PER")], [Span(4, 5, "PER")]]
+    pool = {"PER": [(("peter", "blackburn"), None), (("john", "smith"), None), (("mary",), None),
+                    (("ann", "lee"), None), (("the", "old", "man"), None), (("tom",), None)]}
+    real_scores = NDDDistortion._scores
+    scored, stop_after = [], [None]
+
+    def counting(self, *args):
+        if stop_after[0] is not None and len(scored) == stop_after[0]:
+            raise KeyboardInterrupt  # the user stops the run
+        scored.append(1)
+        return real_scores(self, *args)
+
+    monkeypatch.setattr(NDDDistortion, "_scores", counting)
+
+    def rewrite(cache):
+        monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / cache))
+        defense = NDDDistortion(mode="substitutive", k=3, mlm="minilm", allow_untrained=True)
+        return defense.rewrite(batch_of(texts, spans, pool), np.random.default_rng(0)), defense.stats
+
+    whole, whole_stats = rewrite("whole")
+    assert len(scored) == 5 and not list((tmp_path / "whole").rglob("*.jsonl"))  # a finished rewrite keeps no journal
+    scored.clear()
+    stop_after[0] = 3
+    with pytest.raises(KeyboardInterrupt):
+        rewrite("split")
+    journals = list((tmp_path / "split").rglob("*.jsonl"))
+    assert len(journals) == 1 and len(journals[0].read_text().splitlines()) == 3
+    with open(journals[0], "a") as handle:
+        handle.write('[3, [0, 0.1')  # a line cut off by a crash mid-write: dropped, that span scored again
+    scored.clear()
+    stop_after[0] = None
+    resumed, resumed_stats = rewrite("split")
+    assert len(scored) == 2  # only the spans the first run had not finished
+    assert resumed == whole
+    assert resumed_stats.pop("ndd_spans_from_checkpoint") == 3
+    drop = lambda stats: {k: v for k, v in stats.items() if k != "ndd_rewrite_seconds"}  # noqa: E731
+    assert drop(resumed_stats) == drop(whole_stats)
+    assert not journals[0].exists()
