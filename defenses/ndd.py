@@ -32,8 +32,9 @@ MLM seeing that stretch alone: a deviation for paragraph-long segments (SQuAD wi
 
 An interrupted rewrite resumes where it stopped: every candidate is drawn before any is scored, and each span's
 choice is checkpointed as it is made (``bench.core.journal``, keyed by the defense, the MLM's weights, the split
-and the drawn candidates), so a rerun scores only the spans left and chooses exactly what one uninterrupted run
-chooses. The record counts the spans taken from the checkpoint (``ndd_spans_from_checkpoint``).
+and the drawn candidates), so a rerun draws the same candidates again (generation is repeated; it is the cheaper
+part) and scores only the spans left, choosing exactly what one uninterrupted run chooses. The record counts the
+spans taken from the checkpoint (``ndd_spans_from_checkpoint``).
 """
 
 from __future__ import annotations
