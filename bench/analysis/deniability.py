@@ -384,11 +384,14 @@ def run_deniability(
     }
 
 
-def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANISM) -> Path:
-    """``<root>/analysis/deniability-<encoder>.json`` (``-<mechanism>`` added for other mechanisms)."""
+def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANISM, whole: bool = False) -> Path:
+    """``<root>/analysis/deniability-<encoder>.json`` (``-<mechanism>`` added for other mechanisms, ``-all`` for the
+    whole vocabulary, so that a sample's analysis and the whole vocabulary's sit side by side)."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", encoder)
     if mechanism != DEFAULT_MECHANISM:
         name += "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", mechanism)
+    if whole:
+        name += "-all"
     return Path(root) / "analysis" / f"deniability-{name}.json"
 
 

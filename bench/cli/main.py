@@ -726,7 +726,7 @@ def deniability(
     (out if out.is_terminal else Console(width=160)).print(deniability_table(report))
     for line in selection_lines(report):
         out.print(line, highlight=False, soft_wrap=True)
-    path = write_report(report, report_path(ResultStore(results_dir).root, encoder, mechanism))
+    path = write_report(report, report_path(ResultStore(results_dir).root, encoder, mechanism, count is None))
     out.print(f"{report['runtime_s']:.0f} s · wrote {path}", highlight=False)
 
 
