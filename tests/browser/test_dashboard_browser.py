@@ -173,7 +173,9 @@ def test_a_reader_switches_views_and_opens_provenance(server):
             assert re.search(r"git_sha [0-9a-f]{40} · torch ", shown) and re.search(r"runtime \d", shown), shown
             for text in ("cpu_count", "config hash", "notes (per seed)"):
                 assert text in shown, text
-            assert main.locator('[data-testid="stJson"]').count() >= 3  # spec, versions and hardware, notes
+            # spec, versions and hardware, notes: st.json mounts a lazily loaded viewer, which may paint after the run
+            main.locator('[data-testid="stJson"]').nth(2).wait_for(timeout=WAIT_MS)
+            assert main.locator('[data-testid="stJson"]').count() >= 3
             started = time.monotonic()
             page.get_by_role("tab", name="Paper vs ours").click()
             page.get_by_text("Claims").first.wait_for(timeout=WAIT_MS)
