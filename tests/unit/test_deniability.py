@@ -123,7 +123,8 @@ def test_report_json_round_trips_and_is_written_atomically(space, tmp_path, monk
     assert report["command"].startswith("bench analyze deniability --encoder synthetic")
     assert "--eta 0.5 --eta 4" in report["command"] and report["encoder_revision"] == "synthetic-1"
     path = den.write_report(report, den.report_path(tmp_path, "org/model"))
-    assert den.report_path(tmp_path, "org/model", "santext", whole=True).name == "deniability-org_model-santext-all.json"
+    whole = den.report_path(tmp_path, "org/model", "santext", whole=True)
+    assert whole.name == "deniability-org_model-santext-all.json"
     assert path.name == "deniability-org_model.json"
     assert json.loads(path.read_text()) == json.loads(json.dumps(report))
     assert files_under(tmp_path) == [path]  # no temporary file left behind
