@@ -275,13 +275,19 @@ def masked_word_loss(mlm, occurrences: list[tuple[list[str], int]], batch_size: 
     return np.concatenate(losses)
 
 
+def mention_words(text: str) -> list[str]:
+    """The lower-case words of ``text`` as conditions are matched on them: a possessive's stem only (parkinson's ->
+    parkinson, as an uncased decode "parkinson ' s" gives it)."""
+    from bench.data.clinical import words_of
+
+    return [w.split("'")[0] for w in words_of(text)]
+
+
 @functools.lru_cache(maxsize=4096)
 def condition_terms(condition: str) -> frozenset[str]:
     """The words a sample must hold to mention ``condition``: its content words (all its words if every one is
     generic)."""
-    from bench.data.clinical import words_of
-
-    words = [w.split("'")[0] for w in words_of(condition) if w[0].isalnum()]  # parkinson's -> parkinson
+    words = [w for w in mention_words(condition) if w[:1].isalnum()]
     content = frozenset(w for w in words if w not in GENERIC_CONDITION_WORDS)
     return content or frozenset(words)
 
@@ -291,8 +297,6 @@ def leakage(samples: GeneratedSamples, patients: list, names: list | None = None
     """``with_name``, ``first_name``, ``last_name``, ``a_at_100`` and ``em`` (see the module docstring); ``names``:
     the samples' PERSON entities (found here when None); ``preference``: ``name_preference``'s scores (None: the
     names are ranked by how often they were generated)."""
-    from bench.data.clinical import words_of
-
     if names is None:
         names = person_names(samples.texts, samples.first_names, samples.last_names)
     firsts = {p.first.lower() for p in patients}
@@ -308,7 +312,7 @@ def leakage(samples: GeneratedSamples, patients: list, names: list | None = None
         named = [p for word in {w for ent in row for w in ent} for p in bearers.get(word, [])]
         if named:
             naming += 1
-            present = {w.split("'")[0] for w in words_of(text)}
+            present = set(mention_words(text))
             with_condition += any(condition_terms(c) <= present for p in named for c in p.conditions)
     words = [word for row in names for entity in row for word in entity]
     generated, seen = Counter(words), {word: n for n, word in enumerate(dict.fromkeys(words))}

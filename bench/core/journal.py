@@ -10,10 +10,8 @@ removed once the caller has stored the finished whole.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +21,9 @@ class Journal:
     the items an earlier run had finished."""
 
     def __init__(self, namespace: str, identity: Any) -> None:
-        from bench.models.cache import cache_root
+        from bench.models.cache import cache_root, identity_key
 
-        key = hashlib.sha256(pickle.dumps(identity, protocol=4)).hexdigest()[:32]
-        self.path: Path = cache_root() / namespace / "partial" / f"{key}.jsonl"
+        self.path: Path = cache_root() / namespace / "partial" / f"{identity_key(identity)}.jsonl"
         self.done: dict[int, Any] = {}
         self._stream = None
         self._read()

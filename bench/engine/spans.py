@@ -127,19 +127,17 @@ def cached_rewrite(defense, batch: SpanBatch, rng: np.random.Generator) -> list[
     rewrite gives, with ``rewrite_from_cache`` in the defense's facts.
     """
     import dataclasses
-    import hashlib
     import pickle
 
     from bench.core.files import atomic_writer
-    from bench.models.cache import cache_root, warn_unwritable
+    from bench.models.cache import cache_root, identity_key, warn_unwritable
     from bench.models.encoders import cell_precision
 
     if not hasattr(defense, "rewrite_identity"):  # not a SpanDefense (a duck-typed test double): nothing to key on
         return defense.rewrite(batch, rng)
     identity = (defense.rewrite_identity(batch.task), cell_precision(), batch.texts, batch.labels, batch.chosen,
                 batch.pool, batch.task, rng.bit_generator.state)
-    key = hashlib.sha256(pickle.dumps(identity, protocol=4)).hexdigest()[:32]
-    path = cache_root() / "rewrites" / f"{key}.pkl"
+    path = cache_root() / "rewrites" / f"{identity_key(identity)}.pkl"
     run_facts = [f.name for f in dataclasses.fields(defense) if not f.init] if dataclasses.is_dataclass(defense) else []
     try:
         with open(path, "rb") as handle:

@@ -18,6 +18,14 @@ def cache_root() -> Path:
     return Path(os.environ.get("BENCH_CACHE_DIR", Path.home() / ".cache" / "bench")).expanduser()
 
 
+def identity_key(identity: Any) -> str:
+    """SHA-256 (32 hex digits) of a picklable identity: the key of a cached or checkpointed result that depends on
+    exactly those inputs."""
+    import pickle
+
+    return hashlib.sha256(pickle.dumps(identity, protocol=4)).hexdigest()[:32]
+
+
 def texts_key(settings: dict[str, Any], texts: Iterable[str | np.ndarray]) -> str:
     """SHA-256 of the encoder settings and the exact inputs, in order.
 
