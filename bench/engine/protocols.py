@@ -221,9 +221,12 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
                   "public_mechanism": mechanism.describe(), **mechanism.facts(),
                   **defense.describe(server.encoder.dim)})
     truth_spans = None
-    if type(task).span_kinds and space.format == "wordpiece":
-        split = "train" if original_eval else "eval"
-        done = rewritten.get(split)
+    split = "train" if original_eval else "eval"
+    done = rewritten.get(split)
+    if done is not None:
+        notes.update(spans_rewritten=done.rewritten, spans_declared=done.candidates)
+    # only an attack scored on spans reads where they lie in the release; finding them may run spaCy over the split
+    if type(task).span_kinds and space.format == "wordpiece" and _attack_reads_spans(spec):
         originals = list(getattr(context.data, split).texts)
         if done is not None:
             segments, regroup = flatten_segments(originals)
@@ -254,6 +257,13 @@ def _probe_scores(task, server, found, labels, notes: dict) -> dict[str, float]:
     if not server.probe.regression:
         notes["probe_iterations"] = server.probe.iterations  # lbfgs's (MAX_ITER: stopped before its tolerance)
     return task.score(found, labels)
+
+
+def _attack_reads_spans(spec: RunSpec) -> bool:
+    """Whether the cell's attack is scored on the task's sensitive spans (``Attack.needs_spans``)."""
+    from bench.core.registry import ATTACKS
+
+    return spec.attack is not None and bool(getattr(ATTACKS.get(spec.attack), "needs_spans", False))
 
 
 def _span_slots(task, context, split, rewritten, originals, original_ids, released, encoder):

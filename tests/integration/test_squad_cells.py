@@ -50,6 +50,7 @@ def test_the_reader_beats_trivial_guesses_on_original_evaluation_text():
     assert record.notes["protocol"] == "tokens"
     assert record.notes["evaluation_data"].startswith("original")
     assert set(metrics) == {"utility/f1", "utility/em"}
+    assert "span_slots" not in record.notes  # no attack reads the spans, so spaCy never looked for them
     assert metrics["utility/em"] <= metrics["utility/f1"]
     best = max(b["f1"] for b in baselines)
     assert best < 0.2  # measured: first words F1 0.049 (EM 0.005), after the overlap F1 0.162 (EM 0.020)

@@ -19,7 +19,6 @@ INCOMPLETE = {
     "ndd_ptb.yaml": "hours of NDD scoring per cell (issue 13)",
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
     "aia_li_table4.yaml": "its NDD row (issue 14)",
-    "dchi_text_sst2.yaml": "rerun at five seeds under the current inversion attack: eta 250 and 1000 left (issue 16)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 

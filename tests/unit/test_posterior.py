@@ -10,7 +10,7 @@ from bench.privacy.posterior import (
     exponential_log_channel,
     keep_or_scatter_log_channel,
 )
-from bench.privacy.public import ExponentialMechanism, IdentityTokens
+from bench.privacy.public import DchiNearestToken, ExponentialMechanism, IdentityTokens
 
 
 def table(rows=12, dim=4, seed=0):
@@ -59,6 +59,27 @@ def test_faithful_channel_guesses_the_released_token():
     released = [np.array([2, 3]), np.array([9])]
     guesses = bayes_guesses(released, mechanism, table(), regular, counts, np.random.default_rng(0))
     assert [g.tolist() for g in guesses] == [[2, 3], [9]]
+
+
+def test_simulated_nearest_token_channel_of_a_faithful_mechanism_keeps_every_token():
+    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
+    regular = np.arange(1, 12)
+    inputs, log_channel = DchiNearestToken(eta=1e4).bayes_channel(regular, table(), regular, counts,
+                                                                  np.random.default_rng(0), trials=400, support=11)
+    assert inputs.tolist() == regular.tolist()
+    channel = np.exp(log_channel(inputs))
+    totals = channel.sum(axis=1)  # over the outputs: add-one smoothing leaves a little on token 0, never drawn
+    assert np.all(totals <= 1.0) and np.all(totals > 0.99)
+    assert np.diag(channel).min() > 0.99
+
+
+@pytest.mark.parametrize("eta, expected", [(1e4, [[2, 3], [9]]), (1e-3, [[1, 1], [1]])])
+def test_nearest_token_guess_follows_the_noise(eta, expected):
+    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
+    released = [np.array([2, 3]), np.array([9])]
+    guesses = bayes_guesses(released, DchiNearestToken(eta=eta), table(), np.arange(1, 12), counts,
+                            np.random.default_rng(0), trials=200, support=11)
+    assert [g.tolist() for g in guesses] == expected  # faithful: the release; uninformative: the prior's mode
 
 
 def test_unknown_mechanism_is_refused():
