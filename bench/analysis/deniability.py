@@ -41,7 +41,6 @@ scanning upwards: a sampling blip above a failing eta is never selected.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import os
 import platform
@@ -398,11 +397,11 @@ def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANI
 def write_report(report: dict[str, Any], path: Path) -> Path:
     """Write the report atomically: a temporary file in the same folder, fsynced, then renamed."""
     from bench.core.files import atomic_writer
+    from bench.core.jsontext import readable_json
 
     path = Path(path)
     with atomic_writer(path) as stream:
-        json.dump(report, stream, indent=1)
-        stream.write("\n")
+        stream.write(readable_json(report) + "\n")  # per-token arrays on one line each, not one number per line
     return path
 
 
