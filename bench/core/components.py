@@ -324,6 +324,7 @@ class Attack:
     version: ClassVar[str] = "1"
     accepts: ClassVar[tuple[ReleaseKind, ...]] = ()
     metrics: ClassVar[tuple[Metric, ...]] = ()  # what ``score`` returns; higher = more recovered unless declared
+    needs_spans: ClassVar[bool] = False  # scored on the task's sensitive spans (Release.slots): the engine finds them
 
     @classmethod
     def check_declarations(cls) -> None:

@@ -263,7 +263,7 @@ def _attack_reads_spans(spec: RunSpec) -> bool:
     """Whether the cell's attack is scored on the task's sensitive spans (``Attack.needs_spans``)."""
     from bench.core.registry import ATTACKS
 
-    return spec.attack is not None and bool(getattr(ATTACKS.get(spec.attack), "needs_spans", False))
+    return spec.attack is not None and ATTACKS.get(spec.attack).needs_spans
 
 
 def _span_slots(task, context, split, rewritten, originals, original_ids, released, encoder):
@@ -272,7 +272,7 @@ def _span_slots(task, context, split, rewritten, originals, original_ids, releas
 
     if rewritten is not None:
         spans, placed, texts = rewritten.chosen, rewritten.placed, rewritten.texts
-        facts = {"spans_rewritten": rewritten.rewritten, "spans_declared": rewritten.candidates}
+        facts = {}  # run_tokens records the rewrite's own counts
     else:
         spans = placed = non_overlapping_spans(task, context.data, split)
         texts = originals

@@ -12,6 +12,8 @@ from bench.privacy.posterior import (
 )
 from bench.privacy.public import DchiNearestToken, ExponentialMechanism, IdentityTokens
 
+COUNTS = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])  # token 1 the prior's mode; token 0 never a candidate
+
 
 def table(rows=12, dim=4, seed=0):
     return np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
@@ -45,26 +47,23 @@ def test_keep_or_scatter_channel_is_a_distribution():
 
 
 def test_uninformative_channel_guesses_the_most_frequent_token():
-    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
     regular = np.arange(1, 12)
     mechanism = ExponentialMechanism(eps=1e-6, p=1.0, w=1.0)  # output independent of input
-    guesses = bayes_guesses([np.array([2, 3, 9])], mechanism, table(), regular, counts, np.random.default_rng(0))
+    guesses = bayes_guesses([np.array([2, 3, 9])], mechanism, table(), regular, COUNTS, np.random.default_rng(0))
     assert guesses[0].tolist() == [1, 1, 1]
 
 
 def test_faithful_channel_guesses_the_released_token():
-    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
     regular = np.arange(1, 12)
     mechanism = ExponentialMechanism(eps=1e4, p=1.0, w=1.0)  # every token stays itself
     released = [np.array([2, 3]), np.array([9])]
-    guesses = bayes_guesses(released, mechanism, table(), regular, counts, np.random.default_rng(0))
+    guesses = bayes_guesses(released, mechanism, table(), regular, COUNTS, np.random.default_rng(0))
     assert [g.tolist() for g in guesses] == [[2, 3], [9]]
 
 
 def test_simulated_nearest_token_channel_of_a_faithful_mechanism_keeps_every_token():
-    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
     regular = np.arange(1, 12)
-    inputs, log_channel = DchiNearestToken(eta=1e4).bayes_channel(regular, table(), regular, counts,
+    inputs, log_channel = DchiNearestToken(eta=1e4).bayes_channel(regular, table(), regular, COUNTS,
                                                                   np.random.default_rng(0), trials=400, support=11)
     assert inputs.tolist() == regular.tolist()
     channel = np.exp(log_channel(inputs))
@@ -75,9 +74,8 @@ def test_simulated_nearest_token_channel_of_a_faithful_mechanism_keeps_every_tok
 
 @pytest.mark.parametrize("eta, expected", [(1e4, [[2, 3], [9]]), (1e-3, [[1, 1], [1]])])
 def test_nearest_token_guess_follows_the_noise(eta, expected):
-    counts = np.array([0, 50, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1])
     released = [np.array([2, 3]), np.array([9])]
-    guesses = bayes_guesses(released, DchiNearestToken(eta=eta), table(), np.arange(1, 12), counts,
+    guesses = bayes_guesses(released, DchiNearestToken(eta=eta), table(), np.arange(1, 12), COUNTS,
                             np.random.default_rng(0), trials=200, support=11)
     assert [g.tolist() for g in guesses] == expected  # faithful: the release; uninformative: the prior's mode
 
