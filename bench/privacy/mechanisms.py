@@ -297,6 +297,12 @@ def santext_tokens(
     return _split(out, [len(x) for x in ids])
 
 
+def uniform_tokens(ids: list[np.ndarray], candidates: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Every token replaced by a ``candidates`` id drawn uniformly and independently of it."""
+    lengths = [len(x) for x in ids]
+    return _split(candidates[rng.integers(len(candidates), size=sum(lengths))].astype(np.int64), lengths)
+
+
 def token_counts(ids: list[np.ndarray], vocab_size: int) -> np.ndarray:
     """Occurrences of every token id in ``ids``, ``(vocab_size,)``."""
     flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)

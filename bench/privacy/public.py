@@ -189,6 +189,26 @@ class ExponentialMechanism(TokenMechanism):
         return exponential_channel(self.eps, self.p, self.w, outputs, table, regular, corpus_counts)
 
 
+@dataclass
+class UniformTokens(TokenMechanism):
+    """Every token replaced by one drawn uniformly from the space's tokens, whatever the input: the exponential
+    mechanism's eps -> 0 limit (Yue et al. Table 1's "Random" row). The output carries no information on the input."""
+
+    name: ClassVar[str] = "uniform"
+    has_channel: ClassVar[bool] = True
+
+    def privatize(self, ids, space, rng):
+        """A uniform draw from ``space.candidates`` for every token."""
+        from bench.privacy.mechanisms import uniform_tokens
+
+        return uniform_tokens(ids, space.candidates, rng)
+
+    def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
+        """Pr[y | x] = 1 / |V| for every pair: the posterior is the prior, so the guess is the corpus' mode."""
+        inputs = regular[corpus_counts[regular] > 0]
+        return inputs, lambda rows: np.zeros((len(rows), len(outputs)))
+
+
 # -- sentence-representation mechanisms ------------------------------------------------------------
 
 

@@ -83,3 +83,19 @@ def test_nearest_token_guess_follows_the_noise(eta, expected):
 def test_unknown_mechanism_is_refused():
     with pytest.raises(BenchError, match="no Bayesian channel"):
         bayes_guesses([np.array([1])], IdentityTokens(), table(), np.arange(12), np.ones(12), np.random.default_rng(0))
+
+
+def test_uniform_mechanism_releases_every_candidate_equally_and_its_channel_guesses_the_prior_mode():
+    from bench.privacy.mechanisms import uniform_tokens
+    from bench.privacy.public import UniformTokens
+
+    candidates = np.arange(1, 12)
+    ids = [np.full(40000, 2), np.full(2, 7), np.zeros(0, dtype=np.int64)]
+    released = uniform_tokens(ids, candidates, np.random.default_rng(0))
+    assert [len(x) for x in released] == [40000, 2, 0]
+    share = np.bincount(released[0], minlength=12)[1:] / 40000
+    assert np.abs(share - 1 / 11).max() < 0.01  # uniform over the candidates, token 2 no likelier than the rest
+    assert np.bincount(released[0], minlength=12)[0] == 0  # never outside the candidates
+    guesses = bayes_guesses([np.array([2, 3, 9])], UniformTokens(), table(), candidates, COUNTS,
+                            np.random.default_rng(0))
+    assert guesses[0].tolist() == [1, 1, 1]
