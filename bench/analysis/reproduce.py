@@ -38,6 +38,9 @@ Claim operands are row ids (our mean), lists of row ids (the mean of their means
 margin: not below it by more than margin), ``le`` (left <= right + margin),
 ``within`` (|left - right| <= margin) and ``increasing`` / ``decreasing`` (``rows``, each above / below the
 previous by more than margin).
+Where the rows of one comparison (two rows, or the rows of ``increasing`` / ``decreasing``) were recorded on
+different seeds, ours are compared on the seeds they share (the same data sample and initialisation on both
+sides: a paired comparison), and the check says so; with no seed in common the rows' own means are compared.
 The same checks are also evaluated on the paper's own numbers, so a claim's wording can be checked against
 the table it comes from.
 
@@ -77,6 +80,7 @@ class Cell:
     seeds: list[int] = field(default_factory=list)
     setting: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    by_seed: dict[int, float] = field(default_factory=dict)  # the finite value of each seed (paired claims)
 
     def as_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "std": self.std, "n": self.n, "seeds": self.seeds, "setting": self.setting,
@@ -275,7 +279,8 @@ def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
         return Cell(n=0, seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))),
                     note="metric is NaN in every seed")
     return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else 0.0, n=len(finite),
-                seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note)
+                seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note,
+                by_seed={s: v for s, v in values if v is not None and math.isfinite(v)})
 
 
 def _curve(records: list[ResultRecord], select: dict[str, Any], over: str, metric: str) -> dict[float, Cell]:
@@ -313,8 +318,10 @@ def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float
     setting = {**a.setting, "config_hash": sorted({a.setting["config_hash"], b.setting["config_hash"]}), over: [v0, v1]}
     where = (f"at {by.rsplit('/', 1)[-1]} {target:.3f}: interpolated between {over} {v0:g} ({p0:.3f}) and "
              f"{v1:g} ({p1:.3f})") if v0 != v1 else f"at {over} {v0:g} ({p0:.3f})"
+    by_seed = {s: a.by_seed[s] + weight * (b.by_seed[s] - a.by_seed[s]) for s in seeds
+               if s in a.by_seed and s in b.by_seed}
     return Cell(mean=a.mean + weight * (b.mean - a.mean), std=max(a.std or 0.0, b.std or 0.0), n=min(a.n, b.n),
-                seeds=seeds, setting=setting, note=where)
+                seeds=seeds, setting=setting, note=where, by_seed=by_seed)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -335,8 +342,27 @@ def _operand(value: Any, means: dict[str, float | None], table: str) -> tuple[fl
     return mean(found), label
 
 
-def check(spec: dict[str, Any], means: dict[str, float | None], table: str) -> dict[str, Any]:
-    """One comparison on one side (ours or the paper's): verdict, the numbers and a sentence."""
+def _shared_seeds(operands: list[Any], by_seed: dict[str, dict[int, float]] | None) -> list[int] | None:
+    """The seeds that every operand (each one row) was recorded on, when they are not all recorded on the same
+    seeds; None where no pairing applies (the paper's side, a number or a list of rows, or seeds already equal)."""
+    if by_seed is None or not all(isinstance(o, str) and by_seed.get(o) for o in operands):
+        return None
+    sets = [set(by_seed[o]) for o in operands]
+    if all(x == sets[0] for x in sets):
+        return None
+    shared = sorted(set.intersection(*sets))
+    return shared or None
+
+
+def _seed_list(seeds: list[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2 \
+        else ", ".join(map(str, seeds))
+
+
+def check(spec: dict[str, Any], means: dict[str, float | None], table: str,
+          by_seed: dict[str, dict[int, float]] | None = None) -> dict[str, Any]:
+    """One comparison on one side (ours or the paper's): verdict, the numbers and a sentence. ``by_seed`` (ours
+    only) holds each row's per-seed values: rows recorded on different seeds are compared on the seeds they share."""
     op, margin = spec.get("op"), float(spec.get("margin", 0.0))
     if op not in OPS:
         raise BenchError(f"mapping of '{table}': claim op '{op}' is not one of {', '.join(sorted(OPS))}.")
@@ -345,23 +371,33 @@ def check(spec: dict[str, Any], means: dict[str, float | None], table: str) -> d
         if any(v is None for v, _ in values):
             return {"verdict": NO_RECORDS, "detail": "missing: " + ", ".join(n for v, n in values if v is None)}
         numbers = [v for v, _ in values]
+        shared = _shared_seeds(list(spec["rows"]), by_seed)
+        if shared:
+            numbers = [mean(by_seed[r][s] for s in shared) for r in spec["rows"]]
         sign = 1 if op == "increasing" else -1
         ok = all(sign * (b - a) > margin for a, b in zip(numbers, numbers[1:]))
         joint = " < " if op == "increasing" else " > "
         steps = f" (steps > {margin:g})" if margin else ""
         return {"verdict": HOLDS if ok else FAILS, "values": numbers,
-                "detail": f"{op}? " + joint.join(f"{v:.3f}" for v in numbers) + steps}
+                "detail": f"{op}? " + joint.join(f"{v:.3f}" for v in numbers) + steps + _paired_note(shared)}
     (left, left_name), (right, right_name) = _operand(spec["left"], means, table), _operand(spec["right"], means, table)
     if left is None or right is None:
         missing = [n for v, n in ((left, left_name), (right, right_name)) if v is None]
         return {"verdict": NO_RECORDS, "detail": "missing: " + ", ".join(missing)}
+    shared = _shared_seeds([spec["left"], spec["right"]], by_seed)
+    if shared:
+        left, right = (mean(by_seed[spec[side]][s] for s in shared) for side in ("left", "right"))
     ok = {"gt": left > right + margin, "ge": left >= right - margin, "lt": left < right - margin,
           "le": left <= right + margin, "within": abs(left - right) <= margin}[op]
     symbol = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "within": "within"}[op]
     tail = {"gt": f" + {margin:g}", "ge": f" - {margin:g}", "lt": f" - {margin:g}", "le": f" + {margin:g}",
             "within": f" ± {margin:g}"}[op] if margin or op == "within" else ""
     return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right,
-            "detail": f"{left_name} {left:.3f} {symbol} {right_name} {right:.3f}{tail}"}
+            "detail": f"{left_name} {left:.3f} {symbol} {right_name} {right:.3f}{tail}" + _paired_note(shared)}
+
+
+def _paired_note(shared: list[int] | None) -> str:
+    return f" (paired on seeds {_seed_list(shared)})" if shared else ""
 
 
 def combine(verdicts: list[str]) -> str:
@@ -372,12 +408,12 @@ def combine(verdicts: list[str]) -> str:
 
 
 def judge(claims: list[dict[str, Any]], ours: dict[str, float | None], paper: dict[str, float | None],
-          table: str) -> list[dict[str, Any]]:
+          table: str, by_seed: dict[str, dict[int, float]] | None = None) -> list[dict[str, Any]]:
     judged = []
     for claim in claims:
         if not claim.get("id") or not claim.get("checks"):
             raise BenchError(f"mapping of '{table}': every claim needs an id and checks.")
-        our_checks = [check(c, ours, table) for c in claim["checks"]]
+        our_checks = [check(c, ours, table, by_seed) for c in claim["checks"]]
         paper_checks = [check(c, paper, table) for c in claim["checks"]]
         judged.append({"id": claim["id"], "text": claim.get("text", ""), "paper_says": claim.get("paper_says", ""),
                        "verdict": combine([c["verdict"] for c in our_checks]),
@@ -396,7 +432,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
     mapping = load_mapping(root, table)
     if mapping.get("not_mapped"):
         raise BenchError(f"table '{table}' is not mapped to harness cells: {mapping['not_mapped']}")
-    rows_out, ours, paper = [], {}, {}
+    rows_out, ours, paper, by_seed = [], {}, {}, {}
     for row in expand_rows(mapping, table):
         value, std = paper_value(reference, row.get("paper"))
         if row.get("match"):
@@ -407,10 +443,12 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
         else:
             cell = summarize_cell([r for r in records if matches(r, row["select"])], row["metric"])
         if row.get("ours_scale") and cell.mean is not None:  # a metric recorded in the paper's unit (e.g. x 100)
-            cell.mean, cell.std = cell.mean / float(row["ours_scale"]), (cell.std or 0.0) / float(row["ours_scale"])
+            scale = float(row["ours_scale"])
+            cell.mean, cell.std = cell.mean / scale, (cell.std or 0.0) / scale
+            cell.by_seed = {seed: v / scale for seed, v in cell.by_seed.items()}
         if row.get("note"):
             cell.note = "; ".join(filter(None, [row["note"], cell.note]))
-        ours[row["id"]], paper[row["id"]] = cell.mean, value
+        ours[row["id"]], paper[row["id"]], by_seed[row["id"]] = cell.mean, value, cell.by_seed
         rows_out.append({
             "id": row["id"], "metric": row["metric"], "select": row["select"],
             "paper": {"value": value, "std": std, "path": row.get("paper")},
@@ -418,7 +456,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
             "difference": None if value is None or cell.mean is None else cell.mean - value,
             **({"match": row["match"]} if row.get("match") else {}),
         })
-    claims = judge(mapping.get("claims") or [], ours, paper, table)
+    claims = judge(mapping.get("claims") or [], ours, paper, table, by_seed)
     source = reference.get("source", {})
     return {
         "schema_version": SCHEMA_VERSION,

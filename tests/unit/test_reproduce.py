@@ -258,3 +258,23 @@ def test_run_runs_the_missing_cells_then_reports_them(tiny_data, results):
 ])
 def test_check_ops(spec, verdict):
     assert rep.check(spec, {"a": 0.7, "b": 0.6, "missing": None}, "toy")["verdict"] == verdict
+
+
+def test_rows_recorded_on_different_seeds_are_compared_on_the_seeds_they_share():
+    # a has seeds 0-4, b only 0-2; on all seeds a's mean (0.62) is above b's (0.60), but on the shared seeds a
+    # (0.58) is below b (0.60): the paired comparison decides, and says so
+    by_seed = {"a": {0: 0.58, 1: 0.57, 2: 0.59, 3: 0.70, 4: 0.66}, "b": {0: 0.60, 1: 0.61, 2: 0.59},
+               "c": {0: 0.50, 1: 0.52, 2: 0.51}}
+    means = {k: sum(v.values()) / len(v) for k, v in by_seed.items()}
+    unpaired = rep.check({"left": "a", "op": "gt", "right": "b"}, means, "toy")
+    paired = rep.check({"left": "a", "op": "gt", "right": "b"}, means, "toy", by_seed)
+    assert unpaired["verdict"] == "holds" and "paired" not in unpaired["detail"]
+    assert paired["verdict"] == "fails" and paired["detail"].endswith("(paired on seeds 0-2)")
+    assert paired["left"] == pytest.approx(0.58) and paired["right"] == pytest.approx(0.60)
+    trend = rep.check({"op": "decreasing", "rows": ["a", "b", "c"]}, means, "toy", by_seed)
+    assert trend["verdict"] == "fails" and trend["values"] == pytest.approx([0.58, 0.60, 0.51])
+    # equal seed sets, a number or a list of rows: the rows' own means, no pairing
+    same = rep.check({"left": "b", "op": "gt", "right": "c"}, means, "toy", by_seed)
+    assert same["verdict"] == "holds" and "paired" not in same["detail"]
+    assert "paired" not in rep.check({"left": "a", "op": "gt", "right": 0.5}, means, "toy", by_seed)["detail"]
+    assert "paired" not in rep.check({"left": ["a"], "op": "gt", "right": "b"}, means, "toy", by_seed)["detail"]
