@@ -20,7 +20,6 @@ INCOMPLETE = {
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
     "aia_li_table4.yaml": "its NDD row (issue 14)",
     "texthide_table1.yaml": "being recorded (issue 16)",
-    "texthide_table1_rte.yaml": "being recorded (issue 16)",
     "yue_table1.yaml": "being recorded (issue 16)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
