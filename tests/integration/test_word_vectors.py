@@ -37,3 +37,10 @@ def test_word_space_release_is_text_and_the_privacy_parameter_matters(vectors, d
     assert little_noise.metrics["privacy/inversion/token_accuracy"] > 0.95
     assert much_noise.metrics["privacy/inversion/token_accuracy"] < 0.2
     assert much_noise.metrics["privacy/inversion/bayes_token_accuracy"] >= 0.0
+
+
+def test_random_replacement_in_a_word_space_keeps_about_one_word_in_the_vocabulary_size(vectors):
+    record = run("random", {}, vectors)
+    vocabulary = sum(1 for _ in open(vectors, encoding="utf-8"))
+    assert record.notes["token_space"] == "words"
+    assert record.metrics["privacy/inversion/token_accuracy"] < 5 / vocabulary + 0.02  # chance: 1 / |V| per word

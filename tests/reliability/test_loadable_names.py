@@ -42,7 +42,7 @@ def test_mask_inference_mlm_is_checked(tiny_data, results, offline, no_cell, arg
     one_sentence(result, *fragments)
 
 
-@pytest.mark.parametrize("defense", ["dchi-text", "santext", "santext-plus"])
+@pytest.mark.parametrize("defense", ["dchi-text", "santext", "santext-plus", "random"])
 def test_missing_vector_file_is_refused_before_the_cell(tiny_data, results, no_cell, tmp_path, defense):
     missing = tmp_path / "glove.missing.txt"
     result = invoke("run", "--defense", defense, "--defense-args", f"vectors={missing}", *MOCK_CHECK)
