@@ -4,7 +4,7 @@ The records are those of ``grids/adaptation_sst2.yaml`` (dchi-token on SST-2, 8,
 120-epoch head, 300 adaptation steps) and the unadapted cells of ``grids/dchi_token_sst2.yaml``, paired by seed.
 Where the paper's claim has room to show (eta 60 and 120, where the unadapted encoder is far below null privacy),
 the encoder adapted by denoising MLM must classify better than the unadapted one on every seed: above every
-unadapted record of the same seed (seeds 0-2 have two, one per thread count they ran with).
+unadapted record of the same seed (seeds 0-2 have two: the sweep ran twice, on 2026-11-22 and 2026-11-23).
 
 This replaces a live test that was opt-in (``-m pattern``) because at its small budget (2,000 sentences, 100 steps)
 float reduction order alone moved a seed by up to 0.03, as much as the effect (+0.018 on one thread, +0.007 on two).
