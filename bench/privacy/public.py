@@ -204,8 +204,12 @@ class UniformTokens(TokenMechanism):
         return uniform_tokens(ids, space.candidates, rng)
 
     def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
-        """Pr[y | x] = 1 / |V| for every pair: the posterior is the prior, so the guess is the corpus' mode."""
+        """Pr[y | x] = 1 / |V| for every pair: the posterior is the prior, so the guess is the corpus' mode (the
+        only candidate input given: any other loses to it for every output; of tied modes the lowest id, as argmax
+        over all candidates would pick)."""
         inputs = regular[corpus_counts[regular] > 0]
+        if inputs.size:
+            inputs = inputs[[int(np.argmax(corpus_counts[inputs]))]]
         return inputs, lambda rows: np.zeros((len(rows), len(outputs)))
 
 

@@ -99,3 +99,18 @@ def test_uniform_mechanism_releases_every_candidate_equally_and_its_channel_gues
     guesses = bayes_guesses([np.array([2, 3, 9])], UniformTokens(), table(), candidates, COUNTS,
                             np.random.default_rng(0))
     assert guesses[0].tolist() == [1, 1, 1]
+
+
+def test_uniform_channel_offers_only_the_mode_and_guesses_as_the_full_candidate_set_would():
+    from bench.privacy.public import UniformTokens
+
+    class EveryInput(UniformTokens):  # the same flat channel over every candidate input
+        def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
+            inputs = regular[corpus_counts[regular] > 0]
+            return inputs, lambda rows: np.zeros((len(rows), len(outputs)))
+
+    counts = np.array([0, 3, 9, 9, 1, 0, 9, 2, 1, 1, 1, 1])  # three tied modes: 2, 3 and 6
+    released = [np.array([1, 4, 11, 5]), np.array([7, 7])]
+    fast = bayes_guesses(released, UniformTokens(), table(), np.arange(1, 12), counts, np.random.default_rng(0))
+    full = bayes_guesses(released, EveryInput(), table(), np.arange(1, 12), counts, np.random.default_rng(0))
+    assert [g.tolist() for g in fast] == [g.tolist() for g in full] == [[2, 2, 2, 2], [2, 2]]
