@@ -397,7 +397,9 @@ def check(spec: dict[str, Any], means: dict[str, float | None], table: str,
 
 
 def _paired_note(shared: list[int] | None) -> str:
-    return f" (paired on seeds {_seed_list(shared)})" if shared else ""
+    if not shared:
+        return ""
+    return f" (paired on seed {shared[0]})" if len(shared) == 1 else f" (paired on seeds {_seed_list(shared)})"
 
 
 def combine(verdicts: list[str]) -> str:
