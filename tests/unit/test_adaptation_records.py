@@ -48,7 +48,7 @@ def test_denoising_adaptation_beats_the_unadapted_encoder_on_every_seed(accuracy
         (ours,) = adapted[seed]
         assert ours > max(unadapted[seed]), (seed, ours, unadapted[seed])
         gains.append(ours - np.mean(unadapted[seed]))
-    assert np.mean(gains) > 0.02, gains  # measured: +0.036 at eta 60, +0.028 at eta 120
+    assert np.mean(gains) > 0.02, gains  # measured: +0.035 at eta 60, +0.029 at eta 120
 
 
 def test_at_eta_1000_adaptation_has_nothing_to_recover(accuracy):
