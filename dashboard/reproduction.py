@@ -45,10 +45,12 @@ def claims_frame(report: dict[str, Any]) -> pd.DataFrame:
     lines = []
     for claim in report["claims"]:
         checks = claim.get("checks", [])
-        checked = sum(c.get("verdict") != "no records" for c in checks)
+        checked = sum(c.get("verdict") in ("holds", "fails") for c in checks)
+        idle = sum(c.get("verdict") == "not applicable" for c in checks)
         failing = "; ".join(c.get("detail", "") for c in checks if c.get("verdict") == "fails")
         lines.append({"claim": claim["id"], "ours": claim["verdict"], "paper": claim.get("paper_verdict", ""),
-                      "checked": f"{checked}/{len(checks)}", "statement": claim.get("text", ""),
+                      "checked": f"{checked}/{len(checks)}" + (f" ({idle} at chance)" if idle else ""),
+                      "statement": claim.get("text", ""),
                       "failing checks": failing, "paper says": claim.get("paper_says", "")})
     return pd.DataFrame(lines)
 

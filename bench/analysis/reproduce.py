@@ -44,6 +44,14 @@ sides: a paired comparison), and the check says so; with no seed in common the r
 The same checks are also evaluated on the paper's own numbers, so a claim's wording can be checked against
 the table it comes from.
 
+An ordering is only informative where the row expected to score higher beats the task's majority answer: a
+head that answers the majority class, or near it, orders rows by noise. So a comparison (``gt`` / ``ge``: the
+left row, ``lt`` / ``le``: the right row, ``increasing`` / ``decreasing``: the last / first row) whose
+expected-higher row has a majority reference (the records' ``majority_utility`` note, the same metric on the
+same data) and does not beat it by more than ``CHANCE_MARGIN`` is *not applicable* on our side; a claim
+whose every check is not applicable is not applicable, and one with some applicable checks is judged on those.
+The rule applies to every table alike, and never to the paper's side.
+
 This module reads records and files only (no torch): the dashboard and tests use it offline.
 """
 
@@ -63,7 +71,9 @@ from bench.core.files import atomic_writer
 from bench.results.record import ResultRecord
 
 SCHEMA_VERSION = 1
-HOLDS, FAILS, NO_RECORDS = "holds", "fails", "no records"
+HOLDS, FAILS, NO_RECORDS, NOT_APPLICABLE = "holds", "fails", "no records", "not applicable"
+VERDICTS = (HOLDS, FAILS, NOT_APPLICABLE, NO_RECORDS)
+CHANCE_MARGIN = 0.02  # how far the expected-higher row must beat the majority answer for an ordering to count
 OPS = {"gt", "lt", "ge", "le", "within", "increasing", "decreasing"}
 ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std", "ours_scale"}
 SPEC_FIELDS = {"task", "defense", "attack", "encoder", "defense_args", "attack_args", "training", "server",
@@ -81,10 +91,11 @@ class Cell:
     setting: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     by_seed: dict[int, float] = field(default_factory=dict)  # the finite value of each seed (paired claims)
+    majority: float | None = None  # the majority answer's score on the same metric and data (mean over seeds)
 
     def as_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "std": self.std, "n": self.n, "seeds": self.seeds, "setting": self.setting,
-                "note": self.note}
+                "note": self.note, "majority": self.majority}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -280,7 +291,19 @@ def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
                     note="metric is NaN in every seed")
     return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else 0.0, n=len(finite),
                 seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note,
-                by_seed={s: v for s, v in values if v is not None and math.isfinite(v)})
+                by_seed={s: v for s, v in values if v is not None and math.isfinite(v)},
+                majority=_majority(list(seeds.values()), metric))
+
+
+def _majority(records: list[ResultRecord], metric: str) -> float | None:
+    """Mean over the records of their majority answer's score on the utility ``metric`` (None for other metrics,
+    and unless every record notes it)."""
+    if not metric.startswith("utility/"):
+        return None
+    values = [(r.notes.get("majority_utility") or {}).get(metric.rsplit("/", 1)[-1]) for r in records]
+    if not values or any(not isinstance(v, (int, float)) or not math.isfinite(v) for v in values):
+        return None
+    return mean(values)
 
 
 def _curve(records: list[ResultRecord], select: dict[str, Any], over: str, metric: str) -> dict[float, Cell]:
@@ -320,8 +343,9 @@ def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float
              f"{v1:g} ({p1:.3f})") if v0 != v1 else f"at {over} {v0:g} ({p0:.3f})"
     by_seed = {s: a.by_seed[s] + weight * (b.by_seed[s] - a.by_seed[s]) for s in seeds
                if s in a.by_seed and s in b.by_seed}
+    majority = None if a.majority is None or b.majority is None else (a.majority + b.majority) / 2  # same data
     return Cell(mean=a.mean + weight * (b.mean - a.mean), std=max(a.std or 0.0, b.std or 0.0), n=min(a.n, b.n),
-                seeds=seeds, setting=setting, note=where, by_seed=by_seed)
+                seeds=seeds, setting=setting, note=where, by_seed=by_seed, majority=majority)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -359,13 +383,48 @@ def _seed_list(seeds: list[int]) -> str:
         else ", ".join(map(str, seeds))
 
 
+def _expected_higher(spec: dict[str, Any]) -> Any:
+    """The operand a comparison expects to score higher (None for ``within``)."""
+    op = spec.get("op")
+    if op in ("increasing", "decreasing"):
+        rows = list(spec.get("rows") or [])
+        return (rows[-1] if op == "increasing" else rows[0]) if rows else None
+    return {"gt": spec.get("left"), "ge": spec.get("left"), "lt": spec.get("right"), "le": spec.get("right")}.get(op)
+
+
+def _at_chance(spec: dict[str, Any], means: dict[str, float | None],
+               majority: dict[str, float | None] | None) -> str | None:
+    """Why the comparison is not applicable on our side (its expected-higher row does not beat the majority
+    answer by more than CHANCE_MARGIN), or None."""
+    row = _expected_higher(spec)
+    if majority is None or not isinstance(row, str):
+        return None
+    value, floor = means.get(row), majority.get(row)
+    if value is None or floor is None or value > floor + CHANCE_MARGIN:
+        return None
+    return (f"not applicable: {row} {value:.3f} does not beat the majority answer's {floor:.3f} by more than "
+            f"{CHANCE_MARGIN:g}, so the ordering would compare noise")
+
+
 def check(spec: dict[str, Any], means: dict[str, float | None], table: str,
-          by_seed: dict[str, dict[int, float]] | None = None) -> dict[str, Any]:
+          by_seed: dict[str, dict[int, float]] | None = None,
+          majority: dict[str, float | None] | None = None) -> dict[str, Any]:
     """One comparison on one side (ours or the paper's): verdict, the numbers and a sentence. ``by_seed`` (ours
-    only) holds each row's per-seed values: rows recorded on different seeds are compared on the seeds they share."""
+    only) holds each row's per-seed values: rows recorded on different seeds are compared on the seeds they share.
+    ``majority`` (ours only) holds each row's majority-answer score: an ordering whose expected-higher row does not
+    beat it is not applicable."""
     op, margin = spec.get("op"), float(spec.get("margin", 0.0))
     if op not in OPS:
         raise BenchError(f"mapping of '{table}': claim op '{op}' is not one of {', '.join(sorted(OPS))}.")
+    judged = _compare(spec, op, margin, means, table, by_seed)
+    if judged["verdict"] in (HOLDS, FAILS) and (why := _at_chance(spec, means, majority)):
+        judged = {**judged, "verdict": NOT_APPLICABLE, "detail": f"{judged['detail']}; {why}"}
+    return judged
+
+
+def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, float | None], table: str,
+             by_seed: dict[str, dict[int, float]] | None) -> dict[str, Any]:
+    """The comparison itself: verdict (holds, fails or no records), numbers and detail."""
     if op in ("increasing", "decreasing"):
         values = [_operand(r, means, table) for r in spec["rows"]]
         if any(v is None for v, _ in values):
@@ -403,19 +462,24 @@ def _paired_note(shared: list[int] | None) -> str:
 
 
 def combine(verdicts: list[str]) -> str:
-    """A claim fails if any check fails; else it has no records if any check lacks them; else it holds."""
+    """A claim fails if any check fails; else it has no records if any check lacks them; else it is not
+    applicable if no check is; else it holds (not-applicable checks left out)."""
     if FAILS in verdicts:
         return FAILS
-    return NO_RECORDS if NO_RECORDS in verdicts or not verdicts else HOLDS
+    if NO_RECORDS in verdicts or not verdicts:
+        return NO_RECORDS
+    return NOT_APPLICABLE if all(v == NOT_APPLICABLE for v in verdicts) else HOLDS
 
 
 def judge(claims: list[dict[str, Any]], ours: dict[str, float | None], paper: dict[str, float | None],
-          table: str, by_seed: dict[str, dict[int, float]] | None = None) -> list[dict[str, Any]]:
+          table: str, by_seed: dict[str, dict[int, float]] | None = None,
+          majority: dict[str, float | None] | None = None) -> list[dict[str, Any]]:
+    """Each claim's verdict on our records and on the paper's numbers, with every check's detail."""
     judged = []
     for claim in claims:
         if not claim.get("id") or not claim.get("checks"):
             raise BenchError(f"mapping of '{table}': every claim needs an id and checks.")
-        our_checks = [check(c, ours, table, by_seed) for c in claim["checks"]]
+        our_checks = [check(c, ours, table, by_seed, majority) for c in claim["checks"]]
         paper_checks = [check(c, paper, table) for c in claim["checks"]]
         judged.append({"id": claim["id"], "text": claim.get("text", ""), "paper_says": claim.get("paper_says", ""),
                        "verdict": combine([c["verdict"] for c in our_checks]),
@@ -434,7 +498,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
     mapping = load_mapping(root, table)
     if mapping.get("not_mapped"):
         raise BenchError(f"table '{table}' is not mapped to harness cells: {mapping['not_mapped']}")
-    rows_out, ours, paper, by_seed = [], {}, {}, {}
+    rows_out, ours, paper, by_seed, majority = [], {}, {}, {}, {}
     for row in expand_rows(mapping, table):
         value, std = paper_value(reference, row.get("paper"))
         if row.get("match"):
@@ -451,6 +515,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
         if row.get("note"):
             cell.note = "; ".join(filter(None, [row["note"], cell.note]))
         ours[row["id"]], paper[row["id"]], by_seed[row["id"]] = cell.mean, value, cell.by_seed
+        majority[row["id"]] = cell.majority
         rows_out.append({
             "id": row["id"], "metric": row["metric"], "select": row["select"],
             "paper": {"value": value, "std": std, "path": row.get("paper")},
@@ -458,7 +523,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
             "difference": None if value is None or cell.mean is None else cell.mean - value,
             **({"match": row["match"]} if row.get("match") else {}),
         })
-    claims = judge(mapping.get("claims") or [], ours, paper, table, by_seed)
+    claims = judge(mapping.get("claims") or [], ours, paper, table, by_seed, majority)
     source = reference.get("source", {})
     return {
         "schema_version": SCHEMA_VERSION,
@@ -473,7 +538,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
         "rows": rows_out,
         "claims": claims,
         "summary": {"rows": len(rows_out), "rows_with_records": sum(r["ours"]["mean"] is not None for r in rows_out),
-                    "claims": {v: sum(c["verdict"] == v for c in claims) for v in (HOLDS, FAILS, NO_RECORDS)}},
+                    "claims": {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}},
         "command": f"bench reproduce {table}",
     }
 
@@ -575,5 +640,13 @@ def markdown(report: dict[str, Any], recorded: bool = True) -> str:
                      f"{number(ours['mean'], ours['std'], ours['n']) if ours['mean'] is not None else 'no records'} | "
                      f"{difference} |")
     lines += ["", "| claim | ours | paper |", "|---|---|---|"]
-    lines += [f"| {claim['id']} | {claim['verdict']} | {claim['paper_verdict']} |" for claim in report["claims"]]
+    lines += [f"| {claim['id']} | {claim['verdict']}{_at_chance_count(claim)} | {claim['paper_verdict']} |"
+              for claim in report["claims"]]
     return "\n".join(lines) + "\n"
+
+
+def _at_chance_count(claim: dict[str, Any]) -> str:
+    idle = sum(c["verdict"] == NOT_APPLICABLE for c in claim["checks"])
+    if not idle or claim["verdict"] == NOT_APPLICABLE:
+        return ""
+    return f" ({idle} of {len(claim['checks'])} checks at chance)"

@@ -609,7 +609,8 @@ def _run_missing(rep, store, table: str, records) -> None:
 
 def _coverage_table(rows) -> Table:
     table = Table(title="reference tables and our records", title_justify="left")
-    for column in ("table", "status", "rows with records", "cells used", "claims: holds / fails / no records"):
+    for column in ("table", "status", "rows with records", "cells used",
+                   "claims: holds / fails / not applicable / no records"):
         table.add_column(column)
     for row in rows:
         if row["status"] != "mapped":
@@ -617,7 +618,8 @@ def _coverage_table(rows) -> Table:
             continue
         claims = row["claims"]
         table.add_row(row["table"], "mapped", f"{row['rows_with_records']} / {row['rows']}", str(row["cells"]),
-                      f"{claims['holds']} / {claims['fails']} / {claims['no records']}")
+                      f"{claims['holds']} / {claims['fails']} / {claims.get('not applicable', 0)} / "
+                      f"{claims['no records']}")
     return table
 
 
@@ -631,7 +633,7 @@ def _fmt(value, std=None, n=None) -> str:
 def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
     from collections import Counter
 
-    verdict_style = {"holds": "green", "fails": "red", "no records": "yellow"}
+    verdict_style = {"holds": "green", "fails": "red", "not applicable": "cyan", "no records": "yellow"}
     console.print(f"[bold]{report['title']}[/bold]  ({report['paper_table']}, {report['reference']})", highlight=False)
     for side, setting in (("paper", report["paper_setting"]), ("ours", report["our_setting"])):
         if setting:
@@ -667,9 +669,11 @@ def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
     for column in ("claim", "ours", "paper", "checks"):
         claims.add_column(column, no_wrap=column in ("ours", "paper"))
     for claim in report["claims"]:
-        checked = sum(c["verdict"] != "no records" for c in claim["checks"])
+        checked = sum(c["verdict"] in ("holds", "fails") for c in claim["checks"])
+        idle = sum(c["verdict"] == "not applicable" for c in claim["checks"])
         failing = [c["detail"] for c in claim["checks"] if c["verdict"] == "fails"][:3]
-        detail = f"{checked}/{len(claim['checks'])} checked" + ("; failing: " + "; ".join(failing) if failing else "")
+        detail = (f"{checked}/{len(claim['checks'])} checked" + (f", {idle} at chance (not applicable)" if idle else "")
+                  + ("; failing: " + "; ".join(failing) if failing else ""))
         claims.add_row(f"{claim['id']}\n[dim]{claim['text']}[/dim]",
                        f"[{verdict_style[claim['verdict']]}]{claim['verdict']}[/]",
                        claim["paper_verdict"] if claim["paper_verdict"] != "no records" else "n/a", detail)

@@ -88,7 +88,8 @@ def test_rows_pair_the_paper_with_our_mean_std_and_n(tmp_path):
     assert rows["matched 50"]["ours"]["mean"] == pytest.approx(0.6)
     assert "between eta 10 (0.000) and 60 (0.500)" in rows["matched 50"]["ours"]["note"]
     assert rows["matched 90"]["ours"]["mean"] is None and "outside our range" in rows["matched 90"]["ours"]["note"]
-    assert report["summary"] == {"rows": 5, "rows_with_records": 3, "claims": {"holds": 1, "fails": 1, "no records": 1}}
+    assert report["summary"] == {"rows": 5, "rows_with_records": 3,
+                                 "claims": {"holds": 1, "fails": 1, "not applicable": 0, "no records": 1}}
 
 
 def test_markdown_lists_recorded_rows_and_every_claim(tmp_path):
@@ -112,6 +113,57 @@ def test_claims_hold_fail_or_have_no_records_on_ours_and_on_the_paper(tmp_path):
     assert claims["other below base"]["verdict"] == "no records"
     assert claims["other below base"]["paper_verdict"] == "holds"  # the same check on the paper's numbers
     assert claims["hiding is free"]["paper_verdict"] == "fails"
+
+
+def with_majority(store: ResultStore, root: Path, majority: float) -> ResultStore:
+    """A copy of the toy records whose notes give the majority answer's accuracy."""
+    moved = ResultStore(root)
+    for record in store.read()[0]:
+        moved.append(record.model_copy(update={"notes": {"majority_utility": {"accuracy": majority}}}))
+    return moved
+
+
+@pytest.mark.parametrize("majority, verdict", [(0.70, "holds"), (0.79, "not applicable"), (0.90, "not applicable")])
+def test_an_ordering_whose_higher_row_is_at_the_majority_answer_is_not_applicable(tmp_path, majority, verdict):
+    """base (0.805) must beat the majority answer by more than CHANCE_MARGIN for 'base above hidden' to count."""
+    toy = toy_results(tmp_path / "toy")
+    shutil.copytree(tmp_path / "toy" / "reference", tmp_path / "moved" / "reference")
+    shutil.copytree(tmp_path / "toy" / "reproduction", tmp_path / "moved" / "reproduction")
+    records = with_majority(toy, tmp_path / "moved", majority).read()[0]
+    report = rep.reproduce(tmp_path / "moved", "toy", records)
+    claims = {c["id"]: c for c in report["claims"]}
+    assert claims["hiding costs utility"]["verdict"] == verdict
+    assert claims["hiding costs utility"]["paper_verdict"] == "holds"  # the paper's side has no majority answer
+    assert claims["hiding is free"]["verdict"] == "fails"  # 'within' expects no row higher: always applicable
+    rows = {row["id"]: row for row in report["rows"]}
+    assert rows["base"]["ours"]["majority"] == pytest.approx(majority)
+    assert rows["matched 50"]["ours"]["majority"] == pytest.approx(majority)  # interpolated on the same data
+    assert report["summary"]["claims"]["not applicable"] == (verdict == "not applicable")
+    if verdict == "not applicable":
+        assert "does not beat the majority answer's" in claims["hiding costs utility"]["checks"][0]["detail"]
+
+
+def test_a_claim_is_judged_on_its_applicable_checks():
+    means = {"a": 0.80, "b": 0.70, "c": 0.51, "d": 0.52}
+    majority = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}
+    claims = [{"id": "mixed", "checks": [{"left": "a", "op": "gt", "right": "b"},      # applicable, holds
+                                         {"left": "c", "op": "gt", "right": "d"}]},    # c at chance: n/a
+              {"id": "all at chance", "checks": [{"left": "d", "op": "gt", "right": "c"}]},
+              {"id": "a failing check still fails", "checks": [{"left": "b", "op": "gt", "right": "a"},
+                                                               {"left": "c", "op": "gt", "right": "d"}]},
+              {"id": "rising", "checks": [{"op": "increasing", "rows": ["c", "d", "a"]}]},
+              {"id": "falling to chance", "checks": [{"op": "decreasing", "rows": ["c", "b"]}]}]
+    judged = {c["id"]: c for c in rep.judge(claims, means, means, "t", majority=majority)}
+    assert judged["mixed"]["verdict"] == "holds"
+    assert [c["verdict"] for c in judged["mixed"]["checks"]] == ["holds", "not applicable"]
+    assert judged["all at chance"]["verdict"] == "not applicable"
+    assert judged["a failing check still fails"]["verdict"] == "fails"
+    assert judged["rising"]["verdict"] == "holds"  # the expected-highest row (a) is informative
+    assert judged["falling to chance"]["verdict"] == "not applicable"  # its expected-highest row (c) is not
+    assert {c["paper_verdict"] for c in judged.values()} <= {"holds", "fails"}
+    report = {"title": "t", "command": "bench reproduce t", "rows": [], "claims": list(judged.values())}
+    # on the paper's side (no majority answer) the same c > d check is judged, and fails
+    assert "| mixed | holds (1 of 2 checks at chance) | fails |" in rep.markdown(report)
 
 
 def test_without_records_every_claim_has_no_records(tmp_path):
