@@ -645,8 +645,15 @@ def markdown(report: dict[str, Any], recorded: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_counts(claim: dict[str, Any]) -> tuple[int, int]:
+    """How many of a judged claim's checks were decided on our records (held or failed), and how many were at
+    chance (not applicable)."""
+    verdicts = [c["verdict"] for c in claim["checks"]]
+    return sum(v in (HOLDS, FAILS) for v in verdicts), verdicts.count(NOT_APPLICABLE)
+
+
 def _at_chance_count(claim: dict[str, Any]) -> str:
-    idle = sum(c["verdict"] == NOT_APPLICABLE for c in claim["checks"])
+    _, idle = check_counts(claim)
     if not idle or claim["verdict"] == NOT_APPLICABLE:
         return ""
     return f" ({idle} of {len(claim['checks'])} checks at chance)"

@@ -633,6 +633,8 @@ def _fmt(value, std=None, n=None) -> str:
 def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
     from collections import Counter
 
+    from bench.analysis import reproduce as rep
+
     verdict_style = {"holds": "green", "fails": "red", "not applicable": "cyan", "no records": "yellow"}
     console.print(f"[bold]{report['title']}[/bold]  ({report['paper_table']}, {report['reference']})", highlight=False)
     for side, setting in (("paper", report["paper_setting"]), ("ours", report["our_setting"])):
@@ -669,8 +671,7 @@ def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
     for column in ("claim", "ours", "paper", "checks"):
         claims.add_column(column, no_wrap=column in ("ours", "paper"))
     for claim in report["claims"]:
-        checked = sum(c["verdict"] in ("holds", "fails") for c in claim["checks"])
-        idle = sum(c["verdict"] == "not applicable" for c in claim["checks"])
+        checked, idle = rep.check_counts(claim)
         failing = [c["detail"] for c in claim["checks"] if c["verdict"] == "fails"][:3]
         detail = (f"{checked}/{len(claim['checks'])} checked" + (f", {idle} at chance (not applicable)" if idle else "")
                   + ("; failing: " + "; ".join(failing) if failing else ""))
