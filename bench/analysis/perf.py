@@ -218,6 +218,7 @@ def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, se
     from bench.core.seeding import numpy_generator
 
     mechanism = defense.token_mechanism()
+    searched_before = _search_counts(space)
     start = time.perf_counter()
     mechanism.fit(ids, space)
     fit_s = time.perf_counter() - start
@@ -231,18 +232,24 @@ def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, se
     _, peak = peak_memory(lambda: mechanism.privatize(ids, space, numpy_generator(seed, "perf", name)))
     floor = exponential_floor(mechanism, ids, space, numpy_generator(seed, "perf", name))
     return Timing(name, component_args(defense), "token", int(sum(len(x) for x in ids)), fit_s, times,
-                  search_flops(len(space.candidates), space.table.shape[1]), floor, peak, _search_backend(space))
+                  search_flops(len(space.candidates), space.table.shape[1]), floor, peak,
+                  _search_backend(searched_before, _search_counts(space)))
 
 
-def _search_backend(space) -> str | None:
-    """The backend of the nearest-token search built for ``space`` (None if no search ran)."""
+def _search_counts(space) -> dict[str, int]:
+    """Answers so far per stage of the nearest-token search built for ``space`` (empty if none was built)."""
     from bench.privacy.mechanisms import _BUILT
 
     hit = _BUILT.get(("search", id(space.table), id(space.candidates)))
-    if hit is None:
-        return None
-    by_stage = hit[2].stats.by_stage
-    return max(by_stage, key=by_stage.get) if by_stage else None
+    return dict(hit[2].stats.by_stage) if hit is not None else {}
+
+
+def _search_backend(before: dict[str, int], after: dict[str, int]) -> str | None:
+    """The search stage that answered most of the queries between two ``_search_counts`` (None if none ran:
+    a mechanism timed after another one that searched the same space did not search itself)."""
+    answered = {stage: count - before.get(stage, 0) for stage, count in after.items()}
+    answered = {stage: count for stage, count in answered.items() if count > 0}
+    return max(answered, key=answered.get) if answered else None
 
 
 def peak_memory(call: Callable[[], Any], interval: float = 0.002) -> tuple[Any, float | None]:

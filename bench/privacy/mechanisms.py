@@ -180,7 +180,7 @@ class ExponentialRows:
 
 def exponential_sample(
     tokens: np.ndarray, table: np.ndarray, candidates: np.ndarray, eps: float, rng: np.random.Generator,
-    chunk: int = 256, rows: ExponentialRows | None = None,
+    chunk: int = 256, rows: ExponentialRows | None = None, block: int = 16,
 ) -> np.ndarray:
     """Exponential mechanism: each token id replaced by a ``candidates`` id y drawn with
     Pr[y|x] ∝ exp(-eps·||phi(x) - phi(y)||/2).
@@ -189,7 +189,9 @@ def exponential_sample(
     (``chunk`` rows at a time, never a |V|×|V| matrix: one matrix product per chunk) and every occurrence
     samples from it by inverse CDF: the chunk's unnormalised weights are summed once, laid end to end
     (float64), and each occurrence's uniform, scaled into its row's segment, is found by one binary
-    search. With ``rows``, CDF rows are reused across calls: the same distribution and the same uniforms,
+    search. The passes after the product and the running sum go ``block`` rows at a time, while those rows are
+    in cache; the sum carries from block to block in the same order, so every bit is as for the whole chunk
+    at once. With ``rows``, CDF rows are reused across calls: the same distribution and the same uniforms,
     each searched in its own row (so a draw can differ from the chunked search only where a uniform lies
     within float rounding of a CDF step).
     """
@@ -199,18 +201,29 @@ def exponential_sample(
     uniforms = rng.random(len(tokens))
     if rows is not None:
         return _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows, chunk, out)
+    require(block >= 1, f"block must be >= 1, got {block}.")
     distinct, inverse, by_row, row_starts = _grouped_occurrences(tokens)
     width = len(candidates)
+    running = np.empty(1 + min(block, chunk) * width)  # the carried sum, then a block's running sums
     for first in range(0, len(distinct), chunk):
         part = distinct[first : first + chunk]
-        cumulative = np.cumsum(_weight_rows(table, part, candidates, eps).ravel(), dtype=np.float64)
-        ends = cumulative[width - 1 :: width]
-        starts = np.concatenate([[0.0], ends[:-1]])
-        occurrences = by_row[row_starts[first] : row_starts[first + len(part)]]
-        local = inverse[occurrences] - first
-        targets = starts[local] + uniforms[occurrences] * (ends[local] - starts[local])
-        found = np.searchsorted(cumulative, targets, side="right") - local * width
-        out[occurrences] = candidates[np.clip(found, 0, width - 1)]
+        squared, sq_norms = _squared_distances(table, part, candidates)
+        carried = 0.0  # each chunk's sum starts from 0
+        for top in range(0, len(part), block):
+            weights = _exponential_weights(squared[top : top + block], sq_norms[top : top + block], eps)
+            size = weights.size
+            running[0] = carried
+            running[1 : size + 1] = weights.ravel()
+            cumulative = np.cumsum(running[: size + 1], out=running[: size + 1])[1:]
+            carried = cumulative[-1]
+            ends = cumulative[width - 1 :: width]
+            starts = np.concatenate([running[:1], ends[:-1]])
+            row = first + top
+            occurrences = by_row[row_starts[row] : row_starts[row + len(weights)]]
+            local = inverse[occurrences] - row
+            targets = starts[local] + uniforms[occurrences] * (ends[local] - starts[local])
+            found = np.searchsorted(cumulative, targets, side="right") - local * width
+            out[occurrences] = candidates[np.clip(found, 0, width - 1)]
     return out
 
 
@@ -225,22 +238,33 @@ def _grouped_occurrences(tokens: np.ndarray):
 
 def _weight_rows(table: np.ndarray, tokens: np.ndarray, candidates: np.ndarray, eps: float) -> np.ndarray:
     """exp(-eps/2·(d(x, y) - min_y d(x, y))) for each of ``tokens`` x over the ``candidates`` y, float32
-    ``(len(tokens), len(candidates))``: one matrix product, then in-place passes over its rows (NumPy, one
-    thread: on a shared 2-core machine torch's threaded elementwise passes cost several times more).
-    Distances as sqrt(|x|² + |y|² - 2 x·y) in float32 (about 1e-5 absolute error), and exactly 0 from a
-    token to itself."""
+    ``(len(tokens), len(candidates))``: ``_squared_distances``, then ``_exponential_weights`` in place."""
+    squared, sq_norms = _squared_distances(table, tokens, candidates)
+    return _exponential_weights(squared, sq_norms, eps)
+
+
+def _squared_distances(table: np.ndarray, tokens: np.ndarray, candidates: np.ndarray):
+    """One matrix product for all of ``tokens``: |y|² - 2 x·y over the ``candidates`` y (float32 rows, the
+    tokens' own |x|² returned beside them), and -inf where y is x itself, so that its distance comes out
+    exactly 0 rather than the square root of the expansion's cancellation error."""
     import torch
 
     rows = torch.from_numpy(np.ascontiguousarray(table[tokens], dtype=np.float32))
     squared = candidate_sq_norms(table, candidates).float().addmm(rows, candidate_rows(table, candidates).float().T,
                                                                   alpha=-2).numpy()
-    squared += np.einsum("ij,ij->i", rows.numpy(), rows.numpy())[:, None]
-    np.maximum(squared, 0, out=squared)
-    # a token's distance to itself is 0, not the square root of the expansion's cancellation error
     sorter = np.argsort(candidates, kind="stable")
     position = np.minimum(np.searchsorted(candidates, tokens, sorter=sorter), len(candidates) - 1)
     own = np.flatnonzero(candidates[sorter[position]] == tokens)
-    squared[own, sorter[position[own]]] = 0.0
+    squared[own, sorter[position[own]]] = -np.inf  # stays -inf when |x|² is added, then clamped to 0
+    return squared, np.einsum("ij,ij->i", rows.numpy(), rows.numpy())
+
+
+def _exponential_weights(squared: np.ndarray, sq_norms: np.ndarray, eps: float) -> np.ndarray:
+    """Rows of ``_squared_distances`` turned in place into exp(-eps/2·(d - min d)): distances
+    sqrt(|x|² + |y|² - 2 x·y) in float32 (about 1e-5 absolute error). NumPy on one thread: on a shared
+    2-core machine torch's threaded elementwise passes cost several times more."""
+    squared += sq_norms[:, None]
+    np.maximum(squared, 0, out=squared)
     distances = np.sqrt(squared, out=squared)
     distances -= distances.min(axis=1, keepdims=True)
     distances *= -eps / 2

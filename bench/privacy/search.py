@@ -23,14 +23,19 @@ with c the backend's relative output error and μ the float32 rounding of the su
   a mismatch disables the backend for the process and the block is searched by the next one.
 - ``bfloat16`` (torch matmul): both operands rounded to bf16 (relative error ≤ 2^-8 each, exactly known),
   products exact in float32, accumulation in float32 (γ_n = n·2^-24 / (1 - n·2^-24)), output rounded to
-  bf16 (2^-8): c = 2^-8 + γ_n·(1 + 2^-8).
+  bf16 (2^-8): c = 2^-8 + γ_(n+1)·(1 + 2^-8). The product carries -|v|²/2 too, as an (n+1)-th column
+  against a query column of 1: ŝ leaves the product whole, and B gains |h - h̃| + c·h̃ for that column's bf16
+  value h̃ of h = |v|²/2 (its rounding, and its share of the accumulation and output rounding).
 - ``float32``: e_x = e_v = 0 and c = γ_n.
 
 A candidate can be the nearest only if ŝ(v) + B(v) ≥ L = max_u (ŝ(u) - B(u)). The vocabulary is sorted
-by norm into groups, and B is taken at each group's largest |v|, |e_v| and |ṽ| (a few reductions instead
-of an elementwise bound). Queries whose short list has at most ``SHORT_LIST`` candidates are re-ranked
-in float64; the others go to the next backend (float32, whose bound is ~1e-5 relative), and any left
-after that to float64 brute force.
+by norm into groups of equal runs of columns, and B is taken at each group's largest |v|, |e_v|, |ṽ| and
+column term (a few reductions instead of an elementwise bound). The bf16 scores are padded to whole groups
+(the padding scores -2^100 and is never read), so their group maxima are one bf16 reduction; only the best
+group of each query is read again in float32 (its argmax and runner-up), and a crowded query's short list
+is looked for only in the groups whose maximum reaches their limit. Queries whose short list has at most
+``SHORT_LIST`` candidates are re-ranked in float64; the others go to the next backend (float32, whose bound
+is ~1e-5 relative), and any left after that to float64 brute force.
 """
 
 from __future__ import annotations
@@ -93,6 +98,20 @@ class _Backend:
         """(x̃ as float64 NumPy, ŝ + |v|²/2 as a float32 torch matrix, or None if the backend refused)."""
         raise NotImplementedError
 
+    def scores(self, x, half_sq32: np.ndarray, width: int | None = None):
+        """(x̃ as float64 NumPy, ŝ = <x̃, ṽ> - |v|²/2, or None if the backend refused): float32 NumPy here, or
+        a torch tensor of ``width`` columns, the last ones past the table (see ``_group_maxima``)."""
+        rounded, product = self.products(x)
+        if product is None:
+            return rounded, None
+        scores = product.numpy()
+        scores -= half_sq32
+        return rounded, scores
+
+    def half_error(self) -> np.ndarray:
+        """Per row, what ``scores`` adds to the bound for its handling of |v|²/2 (float64; beyond μ)."""
+        return np.zeros(len(self.rounded_norms))
+
 
 class _Float32(_Backend):
     name = "float32"
@@ -122,7 +141,14 @@ class _BFloat16(_Backend):
         rounded = self.table.double().numpy()
         self.rounded_norms = np.linalg.norm(rounded, axis=1)
         self.errors = np.linalg.norm(base.astype(np.float64) - rounded, axis=1)
-        self.c_out = U_BF16 + gamma(self.dim) * (1 + U_BF16)
+        self.c_out = U_BF16 + gamma(self.dim + 1) * (1 + U_BF16)  # n + 1 products with the |v|²/2 column
+        half = 0.5 * np.einsum("ij,ij->i", base, base, dtype=np.float64)
+        half_bf16 = torch.from_numpy(half).float().bfloat16()
+        self.with_half = torch.cat([self.table, -half_bf16[:, None]], dim=1).contiguous()
+        self.padded = None
+        rounded_half = half_bf16.double().numpy()
+        # |h - h̃| for the rounded column, and the output rounding (c_out) of its share of the sum
+        self.half_errors = np.abs(half - rounded_half) + self.c_out * rounded_half
 
     def table_error_norms(self):
         return self.errors
@@ -132,6 +158,27 @@ class _BFloat16(_Backend):
 
         rounded = torch.from_numpy(x).bfloat16()
         return rounded.double().numpy(), (rounded @ self.table.T).float()
+
+    def scores(self, x, half_sq32, width=None):
+        # -|v|²/2 rides in the product as one more column (the query's is 1), so the scores come out of the
+        # product as they are, in bf16 (read by the search through _group_maxima and _rows_slice); its bf16
+        # rounding and its share of the output rounding are in half_error. Columns past the table (up to
+        # ``width``) score -2^100 and are never read as candidates
+        import torch
+
+        table = self.with_half
+        if width is not None and width > len(table):
+            if self.padded is None or len(self.padded) != width:
+                filler = torch.zeros(width - len(table), table.shape[1], dtype=torch.bfloat16)
+                filler[:, -1] = -(2.0**100)
+                self.padded = torch.cat([table, filler]).contiguous()
+            table = self.padded
+        rounded = torch.from_numpy(x).bfloat16()
+        ones = torch.ones(len(x), 1, dtype=torch.bfloat16)
+        return rounded.double().numpy(), torch.cat([rounded, ones], dim=1) @ table.T
+
+    def half_error(self):
+        return self.half_errors
 
 
 class _Int8(_Backend):
@@ -235,9 +282,14 @@ class CertifiedSearch:
         self.norms = norms
         self.half_sq = 0.5 * np.einsum("ij,ij->i", self.base, self.base, dtype=np.float64)
         self.half_sq32 = self.half_sq.astype(np.float32)
-        self.groups = np.array_split(np.arange(len(base)), min(GROUPS, len(base)))
+        # equal groups of consecutive columns (the last one shorter), so that padded scores can be viewed as
+        # (queries, groups, size) and reduced per group in one call
+        self.group_size = max(1, math.ceil(len(base) / GROUPS))
+        self.groups = [np.arange(first, min(first + self.group_size, len(base)))
+                       for first in range(0, len(base), self.group_size)]
         self.starts = np.array([g[0] for g in self.groups])
-        self.group_of = np.repeat(np.arange(len(self.groups)), [len(g) for g in self.groups])
+        self.bounds = [(int(g[0]), int(g[-1]) + 1) for g in self.groups]  # each group's columns
+        self.padded_width = self.group_size * len(self.groups)
         self.short_list = short_list
         self.requested = backend
         self.stages: dict[str, tuple[_Backend, np.ndarray]] = {}
@@ -249,8 +301,9 @@ class CertifiedSearch:
             backend = BACKENDS[name](self.base)
             norms = np.maximum(self.norms, backend.rounded_norms)
             errors = backend.table_error_norms()
-            per_group = np.array([[norms[g].max(), errors[g].max(), backend.rounded_norms[g].max()]
-                                  for g in self.groups])
+            half_errors = backend.half_error()
+            per_group = np.array([[norms[g].max(), errors[g].max(), backend.rounded_norms[g].max(),
+                                   half_errors[g].max()] for g in self.groups])
             self.stages[name] = backend, per_group
         return self.stages[name]
 
@@ -307,42 +360,68 @@ class CertifiedSearch:
             return self._search_faiss(block, rows)
         backend, per_group = self._stage(name)
         x = block[rows]
-        rounded, product = backend.products(x)
-        if product is None:  # the int8 probe failed: the next backend answers
+        rounded, scores = backend.scores(x, self.half_sq32, self.padded_width)  # ŝ(v) = <x̃, ṽ> - |v|²/2
+        if scores is None:  # the int8 probe failed: the next backend answers
             return {}, rows
-        scores = product.numpy()
-        scores -= self.half_sq32  # ŝ(v) = <x̃, ṽ> - |v|²/2
         error_x = np.linalg.norm(x.astype(np.float64) - rounded, axis=1)
         norm_x = np.linalg.norm(rounded, axis=1)
         # B per (query, group); μ covers float32 rounding of |v|²/2, of the product and of the subtraction
         top = float(np.abs(self.half_sq).max())
         bound = (error_x[:, None] * per_group[None, :, 0] + norm_x[:, None] * per_group[None, :, 1]
                  + backend.c_out * norm_x[:, None] * per_group[None, :, 2]
-                 + 4 * U32 * (norm_x[:, None] * per_group[None, :, 2] + top)) * SAFETY
-        group_max = np.maximum.reduceat(scores, self.starts, axis=1).astype(np.float64)
-        floor = (group_max - bound).max(axis=1)  # L: a lower bound on the best true score
+                 + 4 * U32 * (norm_x[:, None] * per_group[None, :, 2] + top) + per_group[None, :, 3]) * SAFETY
+        group_max = self._group_maxima(scores)
+        floor = (group_max.astype(np.float64) - bound).max(axis=1)  # L: a lower bound on the best true score
         thresholds = floor[:, None] - bound
         thresholds -= 4 * U32 * np.abs(thresholds)  # compared in float32: never cut a candidate by rounding
         limits = thresholds.astype(np.float32)
-        # the largest ŝ always passes its limit; the others pass only if the runner-up of some group does
-        best = scores.argmax(axis=1)
-        everywhere = np.arange(len(rows))
-        kept = scores[everywhere, best].copy()
-        scores[everywhere, best] = -np.inf
-        crowded = (np.maximum.reduceat(scores, self.starts, axis=1) >= limits).any(axis=1)
-        scores[everywhere, best] = kept
+        # the largest ŝ lies in the first group reaching the largest group maximum, and always passes its
+        # limit; a query is answered by it unless some other candidate passes its group's limit too. Only that
+        # group is scanned again (for its argmax and runner-up); the others' maxima are already known
+        home = group_max.argmax(axis=1)
+        best = np.empty(len(rows), dtype=np.int64)
+        others = group_max.copy()  # per group, the largest ŝ other than the best
+        for group, (first, last) in enumerate(self.bounds):
+            mine = np.flatnonzero(home == group)
+            if not len(mine):
+                continue
+            part = _rows_slice(scores, mine, first, last)
+            local = part.argmax(axis=1)
+            best[mine] = first + local
+            part[np.arange(len(mine)), local] = -np.inf
+            others[mine, group] = part.max(axis=1)
+        crowded = (others >= limits).any(axis=1)
         single = np.flatnonzero(~crowded)
         answered = dict(zip(rows[single].tolist(), best[single].tolist()))
         left = np.zeros(0, dtype=np.int64)
         several = np.flatnonzero(crowded)
         if len(several):
-            hits = scores[several] >= limits[several][:, self.group_of]
-            counts = np.count_nonzero(hits, axis=1)
-            short = counts <= self.short_list
-            answered.update(self._rerank(block, rows[several[short]], hits[short]))
+            # each crowded query's short list: the candidates passing their group's limit, looked for only in
+            # the groups whose maximum passes it
+            passing = group_max[several] >= limits[several]
+            pairs_query, pairs_column = [], []
+            for group, (first, last) in enumerate(self.bounds):
+                which = np.flatnonzero(passing[:, group])
+                if not len(which):
+                    continue
+                queries = several[which]
+                hit_query, hit_column = np.nonzero(_rows_slice(scores, queries, first, last)
+                                                   >= limits[queries, group][:, None])
+                pairs_query.append(which[hit_query])
+                pairs_column.append(first + hit_column)
+            hit_query, hit_column = np.concatenate(pairs_query), np.concatenate(pairs_column)
+            short = np.bincount(hit_query, minlength=len(several)) <= self.short_list
+            kept = short[hit_query]
+            answered.update(self._rerank(block, rows[several], hit_query[kept], hit_column[kept]))
             left = rows[several[~short]]
         self.stats.add(name, len(answered))
         return answered, left
+
+    def _group_maxima(self, scores) -> np.ndarray:
+        """Per query and group, the largest score (float32 NumPy)."""
+        if isinstance(scores, np.ndarray):
+            return np.maximum.reduceat(scores, self.starts, axis=1)
+        return scores.view(len(scores), len(self.groups), self.group_size).amax(dim=2).float().numpy()
 
     def _search_faiss(self, block: np.ndarray, rows: np.ndarray):
         """faiss's float32 top 2 (IndexFlatL2), certified where the gap between them exceeds twice the error.
@@ -367,9 +446,9 @@ class CertifiedSearch:
         self.stats.add("faiss", len(answered))
         return answered, rows[~certain]
 
-    def _rerank(self, block, rows, hits) -> dict[int, int]:
-        """Float64 re-rank of each of ``rows``' short list (``hits``: its candidates, by sorted position)."""
-        hit_rows, hit_cols = np.nonzero(hits)
+    def _rerank(self, block, rows, hit_rows, hit_cols) -> dict[int, int]:
+        """Float64 re-rank of short lists: candidate ``hit_cols[i]`` (sorted position) for query
+        ``rows[hit_rows[i]]``; every query of ``rows`` with at least one candidate is answered."""
         self.stats.pairs += len(hit_rows)
         x64 = block[rows].astype(np.float64)
         distances = np.empty(len(hit_rows))
@@ -381,3 +460,12 @@ class CertifiedSearch:
         first[1:] = hit_rows[ranked][1:] != hit_rows[ranked][:-1]
         best = ranked[first]
         return dict(zip(rows[hit_rows[best]].tolist(), hit_cols[best].tolist()))
+
+
+def _rows_slice(scores, rows: np.ndarray, first: int, last: int) -> np.ndarray:
+    """Columns ``first:last`` of the scores of queries ``rows``, as float32 NumPy (a copy)."""
+    if isinstance(scores, np.ndarray):
+        return scores[rows, first:last]
+    import torch
+
+    return scores[torch.from_numpy(rows), first:last].float().numpy()

@@ -64,6 +64,11 @@ def test_time_token_mechanism_times_a_real_mechanism():
     assert (timing.defense, timing.level, timing.items, len(timing.run_s)) == ("dchi-text", "token", 5, 2)
     assert timing.search_flops == 2 * 49 * 8 and timing.rate > 0
     assert timing.args["eta"] == 1e6
+    assert timing.backend is not None  # dchi-text searched the space
+    space = TinySpace()
+    time_token_mechanism(defense, ids, space, repeats=1)
+    sampled = time_token_mechanism(DEFENSES.get("santext")(eps=1.0), ids, space, repeats=1)
+    assert sampled.backend is None  # SanText samples; the search dchi-text built for the same space is not its own
 
 
 def fake_report() -> PerfReport:

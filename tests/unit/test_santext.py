@@ -46,6 +46,46 @@ def test_sampling_is_seeded_and_independent_of_chunking():
                                                         np.random.default_rng(6)))
 
 
+def whole_chunk_sample(tokens, embeddings, candidates, eps, rng, chunk):
+    """The sampler as first written: each chunk's float32 weights summed in one float64 running sum, searched."""
+    distance = np.sqrt(np.maximum(
+        (embeddings[candidates] ** 2).sum(1)[None] - 2 * embeddings @ embeddings[candidates].T
+        + (embeddings ** 2).sum(1)[:, None], 0)).astype(np.float32)
+    distance[candidates, np.arange(len(candidates))] = 0.0
+    uniforms, out = rng.random(len(tokens)), np.empty(len(tokens), dtype=np.int64)
+    distinct, inverse = np.unique(tokens, return_inverse=True)
+    width = len(candidates)
+    for first in range(0, len(distinct), chunk):
+        rows = distance[distinct[first : first + chunk]]
+        weights = np.exp((rows - rows.min(axis=1, keepdims=True)) * np.float32(-eps / 2))
+        cumulative = np.cumsum(weights.ravel(), dtype=np.float64)
+        ends = cumulative[width - 1 :: width]
+        starts = np.concatenate([[0.0], ends[:-1]])
+        where = np.flatnonzero((inverse >= first) & (inverse < first + len(rows)))
+        local = inverse[where] - first
+        targets = starts[local] + uniforms[where] * (ends[local] - starts[local])
+        out[where] = candidates[np.clip(np.searchsorted(cumulative, targets, side="right") - local * width, 0,
+                                        width - 1)]
+    return out
+
+
+@pytest.mark.parametrize("block", [1, 3, 16, 64])
+def test_blocked_passes_draw_what_one_running_sum_per_chunk_draws(block):
+    # the passes and the running sum go a block of rows at a time and the sum carries over, so every block size
+    # (64 > chunk: one block per chunk, the computation as first written) draws exactly the same tokens; beside
+    # an independent NumPy reference, whose float32 distances differ in the last bits (another product), a
+    # uniform within that rounding of a CDF step may rarely land on the neighbouring token (0 of 6,000 here)
+    embeddings, candidates = table(rows=400, dim=16, seed=3), np.arange(400)
+    tokens = np.random.default_rng(2).integers(0, 400, size=3000)
+    for eps in (1.0, 8.0):
+        ours = exponential_sample(tokens, embeddings, candidates, eps, np.random.default_rng(7), chunk=37,
+                                  block=block)
+        plain = whole_chunk_sample(tokens, embeddings, candidates, eps, np.random.default_rng(7), chunk=37)
+        assert (ours != plain).sum() <= 2, (ours != plain).sum()
+        assert np.array_equal(ours, exponential_sample(tokens, embeddings, candidates, eps, np.random.default_rng(7),
+                                                       chunk=37, block=5))
+
+
 def test_cached_rows_give_the_same_draws_and_are_reused_across_calls():
     embeddings, candidates = table(rows=30, dim=4), np.arange(2, 30)
     tokens = np.random.default_rng(1).integers(0, 30, size=500)

@@ -76,6 +76,22 @@ def test_every_fallback_stage_answers_exactly(table):
     assert {"int8", "float32", "float64"} <= set(search.stats.by_stage)
 
 
+@pytest.mark.parametrize("rows", [1, 2, 9, 601, 607])
+@pytest.mark.parametrize("backend", ["bfloat16", "float32"])
+def test_groups_that_do_not_divide_the_table_pad_nothing_into_the_answers(table, rows, backend):
+    """Tables whose size is not a multiple of the groups: bf16 scores are padded to equal groups (-2^100 past
+    the table), which must never be answered or change an answer."""
+    rng = np.random.default_rng(rows)
+    base = np.concatenate([table, rng.standard_normal((max(0, rows - len(table)), DIM)).astype(np.float32)])[:rows]
+    search = CertifiedSearch(base, backend=backend)
+    assert search.padded_width >= rows and search.padded_width % len(search.groups) == 0
+    points = (noisy_points(base, 3000, rng) if rows > 8  # (it reads rows 3 and 7)
+              else base[rng.integers(0, rows, 200)] + rng.standard_normal((200, DIM)).astype(np.float32))
+    found = search.nearest(points)
+    assert found.max() < rows
+    assert np.array_equal(found, brute_force(base, points))
+
+
 def test_int8_products_are_exact(table):
     """The int8 bound assumes fbgemm's output is exactly <x̃, ṽ> (power-of-two scales, no saturation)."""
     backend = BACKENDS["int8"](table)
