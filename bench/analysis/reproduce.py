@@ -30,7 +30,8 @@ Mapping format (YAML)::
 
 A ``match`` row compares at matched privacy: ours is our metric interpolated (linearly, between the two
 recorded settings that bracket it) at the privacy level the paper reports for that cell, over the sweep of
-defense argument ``over``; ``select`` inside ``match`` overrides the selection of the privacy curve, and
+defense argument ``over`` (its std is the spread over seeds of each seed's interpolated value; a mean over one
+seed has no std); ``select`` inside ``match`` overrides the selection of the privacy curve, and
 ``paper_at: "<table>:<path>"`` reads the privacy level from another reference file; ``run`` lists the values
 of ``over`` that ``--run`` runs for the row (the sweep; without it ``--run`` skips the row).
 Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers; ops: ``gt``
@@ -289,7 +290,7 @@ def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
     if not finite:
         return Cell(n=0, seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))),
                     note="metric is NaN in every seed")
-    return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else 0.0, n=len(finite),
+    return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else None, n=len(finite),
                 seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note,
                 by_seed={s: v for s, v in values if v is not None and math.isfinite(v)},
                 majority=_majority(list(seeds.values()), metric))
@@ -344,7 +345,8 @@ def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float
     by_seed = {s: a.by_seed[s] + weight * (b.by_seed[s] - a.by_seed[s]) for s in seeds
                if s in a.by_seed and s in b.by_seed}
     majority = None if a.majority is None or b.majority is None else (a.majority + b.majority) / 2  # same data
-    return Cell(mean=a.mean + weight * (b.mean - a.mean), std=max(a.std or 0.0, b.std or 0.0), n=min(a.n, b.n),
+    spread = stdev(by_seed.values()) if len(by_seed) > 1 else None  # over the seeds both endpoints have
+    return Cell(mean=a.mean + weight * (b.mean - a.mean), std=spread, n=min(a.n, b.n),
                 seeds=seeds, setting=setting, note=where, by_seed=by_seed, majority=majority)
 
 
@@ -510,7 +512,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
             cell = summarize_cell([r for r in records if matches(r, row["select"])], row["metric"])
         if row.get("ours_scale") and cell.mean is not None:  # a metric recorded in the paper's unit (e.g. x 100)
             scale = float(row["ours_scale"])
-            cell.mean, cell.std = cell.mean / scale, (cell.std or 0.0) / scale
+            cell.mean, cell.std = cell.mean / scale, None if cell.std is None else cell.std / scale
             cell.by_seed = {seed: v / scale for seed, v in cell.by_seed.items()}
         if row.get("note"):
             cell.note = "; ".join(filter(None, [row["note"], cell.note]))

@@ -92,6 +92,26 @@ def test_rows_pair_the_paper_with_our_mean_std_and_n(tmp_path):
                                  "claims": {"holds": 1, "fails": 1, "not applicable": 0, "no records": 1}}
 
 
+def test_std_is_a_spread_over_seeds_and_absent_for_one_seed(tmp_path):
+    store = toy_results(tmp_path)
+    spec = {**make_record().spec, "defense": "dchi-token", "defense_args": {"eta": 60.0}, "attack": "rss"}
+    store.append(make_record(0, defense="dchi-token", config_hash="other", spec=spec,
+                             metrics={"utility/accuracy": 0.66}))
+    for seed in range(2):  # a second eta 60 configuration whose utility differs by seed: 0.70 and 0.74
+        spec = {**make_record().spec, "defense": "dchi-text", "defense_args": {"eta": 60.0}, "attack": "inversion"}
+        store.append(make_record(seed, defense="dchi-text", config_hash="eta60.x", spec=spec,  # chosen over eta60.0
+                                 metrics={"utility/accuracy": 0.70 + 0.04 * seed,
+                                          "privacy/inversion/token_accuracy": 0.5}))
+    records, _ = store.read()
+    rows = {row["id"]: row["ours"] for row in rep.reproduce(tmp_path, "toy", records)["rows"]}
+    assert rows["other"]["n"] == 1 and rows["other"]["std"] is None  # not 0: one seed has no spread
+    assert "±" not in rep.markdown(rep.reproduce(tmp_path, "toy", records)).split("| other |")[1].split("\n")[0]
+    # halfway between eta 10 (0.5 on both seeds) and 60 (0.70, 0.74): 0.60 and 0.62 per seed, whose std is 0.0141;
+    # the larger endpoint std (0.0283, eta 60's) is not a spread of the interpolated values
+    assert rows["matched 50"]["mean"] == pytest.approx(0.61)
+    assert rows["matched 50"]["std"] == pytest.approx(0.01414, abs=1e-4)
+
+
 def test_markdown_lists_recorded_rows_and_every_claim(tmp_path):
     store = toy_results(tmp_path)
     records, _ = store.read()
