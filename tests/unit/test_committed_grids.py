@@ -19,8 +19,6 @@ INCOMPLETE = {
     "ndd_ptb.yaml": "hours of NDD scoring per cell (issue 13)",
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
     "aia_li_table4.yaml": "its NDD row (issue 14)",
-    "yue_table1.yaml": "being recorded: seed 0 of 3 (issue 16)",
-    "dchi_qqp.yaml": "being recorded: 22 of 24 cells (dchi-text eta 1000 seeds 1-2, about 10 min; issue 16)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
