@@ -98,7 +98,7 @@ class _Backend:
         """(x̃ as float64 NumPy, ŝ + |v|²/2 as a float32 torch matrix, or None if the backend refused)."""
         raise NotImplementedError
 
-    def scores(self, x, half_sq32: np.ndarray, width: int | None = None):
+    def scores(self, x, half_sq32: np.ndarray, width: int):
         """(x̃ as float64 NumPy, ŝ = <x̃, ṽ> - |v|²/2, or None if the backend refused): float32 NumPy here, or
         a torch tensor of ``width`` columns, the last ones past the table (see ``_group_maxima``)."""
         rounded, product = self.products(x)
@@ -145,7 +145,6 @@ class _BFloat16(_Backend):
         half = 0.5 * np.einsum("ij,ij->i", base, base, dtype=np.float64)
         half_bf16 = torch.from_numpy(half).float().bfloat16()
         self.with_half = torch.cat([self.table, -half_bf16[:, None]], dim=1).contiguous()
-        self.padded = None
         rounded_half = half_bf16.double().numpy()
         # |h - h̃| for the rounded column, and the output rounding (c_out) of its share of the sum
         self.half_errors = np.abs(half - rounded_half) + self.c_out * rounded_half
@@ -159,23 +158,20 @@ class _BFloat16(_Backend):
         rounded = torch.from_numpy(x).bfloat16()
         return rounded.double().numpy(), (rounded @ self.table.T).float()
 
-    def scores(self, x, half_sq32, width=None):
+    def scores(self, x, half_sq32, width):
         # -|v|²/2 rides in the product as one more column (the query's is 1), so the scores come out of the
         # product as they are, in bf16 (read by the search through _group_maxima and _rows_slice); its bf16
-        # rounding and its share of the output rounding are in half_error. Columns past the table (up to
-        # ``width``) score -2^100 and are never read as candidates
+        # rounding and its share of the output rounding are in half_error. Rows added past the table (up to
+        # ``width``, padded once) score -2^100 and are never read as candidates
         import torch
 
-        table = self.with_half
-        if width is not None and width > len(table):
-            if self.padded is None or len(self.padded) != width:
-                filler = torch.zeros(width - len(table), table.shape[1], dtype=torch.bfloat16)
-                filler[:, -1] = -(2.0**100)
-                self.padded = torch.cat([table, filler]).contiguous()
-            table = self.padded
+        if width > len(self.with_half):
+            filler = torch.zeros(width - len(self.with_half), self.with_half.shape[1], dtype=torch.bfloat16)
+            filler[:, -1] = -(2.0**100)
+            self.with_half = torch.cat([self.with_half, filler]).contiguous()
         rounded = torch.from_numpy(x).bfloat16()
         ones = torch.ones(len(x), 1, dtype=torch.bfloat16)
-        return rounded.double().numpy(), torch.cat([rounded, ones], dim=1) @ table.T
+        return rounded.double().numpy(), torch.cat([rounded, ones], dim=1) @ self.with_half.T
 
     def half_error(self):
         return self.half_errors
