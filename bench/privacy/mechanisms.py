@@ -180,20 +180,20 @@ class ExponentialRows:
 
 def exponential_sample(
     tokens: np.ndarray, table: np.ndarray, candidates: np.ndarray, eps: float, rng: np.random.Generator,
-    chunk: int = 256, rows: ExponentialRows | None = None, block: int = 16,
+    chunk: int = 256, rows: ExponentialRows | None = None, block: int = 16, segment: int = 64,
 ) -> np.ndarray:
     """Exponential mechanism: each token id replaced by a ``candidates`` id y drawn with
     Pr[y|x] ∝ exp(-eps·||phi(x) - phi(y)||/2).
 
     The distribution depends on the input token only, so one row is computed per distinct token
     (``chunk`` rows at a time, never a |V|×|V| matrix: one matrix product per chunk) and every occurrence
-    samples from it by inverse CDF: the chunk's unnormalised weights are summed once, laid end to end
-    (float64), and each occurrence's uniform, scaled into its row's segment, is found by one binary
-    search. The passes after the product and the running sum go ``block`` rows at a time, while those rows are
-    in cache; the sum carries from block to block in the same order, so every bit is as for the whole chunk
-    at once. With ``rows``, CDF rows are reused across calls: the same distribution and the same uniforms,
-    each searched in its own row (so a draw can differ from the chunked search only where a uniform lies
-    within float rounding of a CDF step).
+    samples from it by inverse CDF in two levels: each row's float32 weights are summed (float64) over runs of
+    ``segment`` candidates, an occurrence's uniform scaled by its row's total picks the run by one binary search
+    over the running sums of the runs, and a float64 running sum inside that run alone picks the candidate.
+    This is the same inverse CDF as one running sum along the row (a draw differs only where the uniform lies
+    within float64 rounding of a step), without a sequential pass over every weight. The passes after the
+    product go ``block`` rows at a time, while those rows are in cache. With ``rows``, whole CDF rows are kept
+    and reused across calls: the same distribution and the same uniforms, each searched in its own row.
     """
     require(eps > 0, f"eps must be > 0, got {eps}.")
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -202,29 +202,45 @@ def exponential_sample(
     if rows is not None:
         return _sample_cached_rows(tokens, uniforms, table, candidates, eps, rows, chunk, out)
     require(block >= 1, f"block must be >= 1, got {block}.")
+    require(segment >= 1, f"segment must be >= 1, got {segment}.")
     distinct, inverse, by_row, row_starts = _grouped_occurrences(tokens)
-    width = len(candidates)
-    running = np.empty(1 + min(block, chunk) * width)  # the carried sum, then a block's running sums
     for first in range(0, len(distinct), chunk):
         part = distinct[first : first + chunk]
         squared, sq_norms = _squared_distances(table, part, candidates)
-        carried = 0.0  # each chunk's sum starts from 0
         for top in range(0, len(part), block):
             weights = _exponential_weights(squared[top : top + block], sq_norms[top : top + block], eps)
-            size = weights.size
-            running[0] = carried
-            running[1 : size + 1] = weights.ravel()
-            cumulative = np.cumsum(running[: size + 1], out=running[: size + 1])[1:]
-            carried = cumulative[-1]
-            ends = cumulative[width - 1 :: width]
-            starts = np.concatenate([running[:1], ends[:-1]])
             row = first + top
             occurrences = by_row[row_starts[row] : row_starts[row + len(weights)]]
-            local = inverse[occurrences] - row
-            targets = starts[local] + uniforms[occurrences] * (ends[local] - starts[local])
-            found = np.searchsorted(cumulative, targets, side="right") - local * width
-            out[occurrences] = candidates[np.clip(found, 0, width - 1)]
+            picked = _inverse_cdf(weights, inverse[occurrences] - row, uniforms[occurrences], segment)
+            out[occurrences] = candidates[picked]
     return out
+
+
+def _inverse_cdf(weights: np.ndarray, rows: np.ndarray, uniforms: np.ndarray, segment: int) -> np.ndarray:
+    """For each (row, uniform) pair, the column of ``weights`` (float32, unnormalised, one distribution per row)
+    where the row's float64 running sum first exceeds uniform × the row's total, searched run by run."""
+    count, width = weights.shape
+    runs = -(-width // segment)
+    full = width // segment * segment
+    run_sums = np.empty((count, runs))
+    np.add.reduce(weights[:, :full].reshape(count, -1, segment), axis=2, dtype=np.float64,
+                  out=run_sums[:, : full // segment])
+    if full < width:
+        np.add.reduce(weights[:, full:], axis=1, dtype=np.float64, out=run_sums[:, -1])
+    ends = np.cumsum(run_sums.ravel())  # the rows' runs laid end to end: one increasing sequence
+    row_end = ends[runs - 1 :: runs]
+    row_start = np.concatenate([[0.0], row_end[:-1]])
+    targets = row_start[rows] + uniforms * (row_end[rows] - row_start[rows])
+    # a target rounded past its row's end stays in the row's last run
+    found = np.minimum(np.searchsorted(ends, targets, side="right"), (rows + 1) * runs - 1)
+    run = found - rows * runs
+    before = np.where(run > 0, ends[np.maximum(found - 1, 0)], row_start[rows])
+    columns = run[:, None] * segment + np.arange(segment)
+    inside = columns < width
+    within = np.where(inside, weights[rows[:, None], np.minimum(columns, width - 1)], 0.0)
+    running = np.cumsum(within, axis=1, dtype=np.float64)
+    step = (running <= (targets - before)[:, None]).sum(axis=1)
+    return np.minimum(run * segment + step, np.minimum(run * segment + segment, width) - 1)
 
 
 def _grouped_occurrences(tokens: np.ndarray):

@@ -69,21 +69,33 @@ def whole_chunk_sample(tokens, embeddings, candidates, eps, rng, chunk):
     return out
 
 
-@pytest.mark.parametrize("block", [1, 3, 16, 64])
-def test_blocked_passes_draw_what_one_running_sum_per_chunk_draws(block):
-    # the passes and the running sum go a block of rows at a time and the sum carries over, so every block size
-    # (64 > chunk: one block per chunk, the computation as first written) draws exactly the same tokens; beside
-    # an independent NumPy reference, whose float32 distances differ in the last bits (another product), a
-    # uniform within that rounding of a CDF step may rarely land on the neighbouring token (0 of 6,000 here)
+@pytest.mark.parametrize("block,segment", [(1, 64), (3, 1), (16, 7), (64, 64), (16, 512)])
+def test_two_level_search_draws_what_one_running_sum_per_chunk_draws(block, segment):
+    # runs of `segment` candidates (1: every candidate its own run; 512 > 400: one short run per row; 7 does not
+    # divide 400) searched, then a running sum inside one run, against one float64 running sum along the whole
+    # chunk: the same inverse CDF, so a draw may differ only where a uniform lies within float rounding of a CDF
+    # step, and the independent NumPy reference's float32 distances differ in the last bits too (another product)
     embeddings, candidates = table(rows=400, dim=16, seed=3), np.arange(400)
     tokens = np.random.default_rng(2).integers(0, 400, size=3000)
     for eps in (1.0, 8.0):
         ours = exponential_sample(tokens, embeddings, candidates, eps, np.random.default_rng(7), chunk=37,
-                                  block=block)
+                                  block=block, segment=segment)
         plain = whole_chunk_sample(tokens, embeddings, candidates, eps, np.random.default_rng(7), chunk=37)
         assert (ours != plain).sum() <= 2, (ours != plain).sum()
+        # rows are independent of one another: the block size changes the passes' grouping, never a draw
         assert np.array_equal(ours, exponential_sample(tokens, embeddings, candidates, eps, np.random.default_rng(7),
-                                                       chunk=37, block=5))
+                                                       chunk=37, block=5, segment=segment))
+
+
+def test_a_uniform_at_the_edge_of_a_run_lands_on_the_candidate_whose_step_holds_it():
+    # weights 1, 2, 3, 4 in runs of 2: the CDF steps are at 0.1, 0.3, 0.6 and 1.0 of the total
+    from bench.privacy.mechanisms import _inverse_cdf
+
+    weights = np.array([[1.0, 2.0, 3.0, 4.0], [4.0, 0.0, 0.0, 6.0]], dtype=np.float32)
+    uniforms = np.array([0.0, 0.0999, 0.1, 0.2999, 0.3, 0.5999, 0.6, 0.9999999, 0.39, 0.4, 0.41])
+    rows = np.array([0] * 8 + [1] * 3)
+    picked = _inverse_cdf(weights, rows, uniforms, segment=2)
+    assert picked.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 0, 3, 3]  # zero weights are never drawn
 
 
 def test_cached_rows_give_the_same_draws_and_are_reused_across_calls():
