@@ -45,11 +45,13 @@ sides: a paired comparison), and the check says so; with no seed in common the r
 The same checks are also evaluated on the paper's own numbers, so a claim's wording can be checked against
 the table it comes from.
 
-An ordering is only informative where the row expected to score higher beats the task's majority answer: a
-head that answers the majority class, or near it, orders rows by noise. So a comparison (``gt`` / ``ge``: the
-left row, ``lt`` / ``le``: the right row, ``increasing`` / ``decreasing``: the last / first row) whose
-expected-higher row has a majority reference (the records' ``majority_utility`` note, the same metric on the
-same data) and does not beat it by more than ``CHANCE_MARGIN`` is *not applicable* on our side; a claim
+An ordering is only informative where the row expected to score higher beats its chance level: a head that
+answers the majority class, or an attack that does no better than a random guess, orders rows by noise. The
+chance level of a utility metric is the majority answer's score (the records' ``majority_utility`` note, the same
+metric on the same data); that of an attack's metric where higher means more leakage is the random guess scored
+in the same cells (the records' ``random/<attack>/<name>``). So a comparison (``gt`` / ``ge``: the left row,
+``lt`` / ``le``: the right row, ``increasing`` / ``decreasing``: the last / first row) whose expected-higher row
+has a chance level and does not beat it by more than ``CHANCE_MARGIN`` is *not applicable* on our side; a claim
 whose every check is not applicable is not applicable, and one with some applicable checks is judged on those.
 The rule applies to every table alike, and never to the paper's side.
 
@@ -74,7 +76,7 @@ from bench.results.record import ResultRecord
 SCHEMA_VERSION = 1
 HOLDS, FAILS, NO_RECORDS, NOT_APPLICABLE = "holds", "fails", "no records", "not applicable"
 VERDICTS = (HOLDS, FAILS, NOT_APPLICABLE, NO_RECORDS)
-CHANCE_MARGIN = 0.02  # how far the expected-higher row must beat the majority answer for an ordering to count
+CHANCE_MARGIN = 0.02  # how far the expected-higher row must beat its chance level for an ordering to count
 OPS = {"gt", "lt", "ge", "le", "within", "increasing", "decreasing"}
 ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std", "ours_scale"}
 SPEC_FIELDS = {"task", "defense", "attack", "encoder", "defense_args", "attack_args", "training", "server",
@@ -92,11 +94,11 @@ class Cell:
     setting: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     by_seed: dict[int, float] = field(default_factory=dict)  # the finite value of each seed (paired claims)
-    majority: float | None = None  # the majority answer's score on the same metric and data (mean over seeds)
+    majority: float | None = None  # the chance level (majority answer, or an attack's random guess), mean over seeds
 
     def as_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "std": self.std, "n": self.n, "seeds": self.seeds, "setting": self.setting,
-                "note": self.note, "majority": self.majority}
+                "note": self.note, "chance": self.majority}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -297,11 +299,18 @@ def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
 
 
 def _majority(records: list[ResultRecord], metric: str) -> float | None:
-    """Mean over the records of their majority answer's score on the utility ``metric`` (None for other metrics,
-    and unless every record notes it)."""
-    if not metric.startswith("utility/"):
+    """Mean over the records of the chance level of ``metric``: for a utility metric the majority answer's score
+    (the ``majority_utility`` note), for an attack's metric where higher means more leakage the random guess scored
+    in the same cells (``random/<attack>/<name>``). None for other metrics, and unless every record has it."""
+    if metric.startswith("privacy/"):
+        guess = "random/" + metric.removeprefix("privacy/")
+        if not records or any(r.higher_is_better.get(metric) is not True for r in records):
+            return None
+        values = [r.metrics.get(guess) for r in records]
+    elif metric.startswith("utility/"):
+        values = [(r.notes.get("majority_utility") or {}).get(metric.rsplit("/", 1)[-1]) for r in records]
+    else:
         return None
-    values = [(r.notes.get("majority_utility") or {}).get(metric.rsplit("/", 1)[-1]) for r in records]
     if not values or any(not isinstance(v, (int, float)) or not math.isfinite(v) for v in values):
         return None
     return mean(values)
@@ -396,16 +405,16 @@ def _expected_higher(spec: dict[str, Any]) -> Any:
 
 def _at_chance(spec: dict[str, Any], means: dict[str, float | None],
                majority: dict[str, float | None] | None) -> str | None:
-    """Why the comparison is not applicable on our side (its expected-higher row does not beat the majority
-    answer by more than CHANCE_MARGIN), or None."""
+    """Why the comparison is not applicable on our side (its expected-higher row does not beat its chance level
+    by more than CHANCE_MARGIN), or None."""
     row = _expected_higher(spec)
     if majority is None or not isinstance(row, str):
         return None
     value, floor = means.get(row), majority.get(row)
     if value is None or floor is None or value > floor + CHANCE_MARGIN:
         return None
-    return (f"not applicable: {row} {value:.3f} does not beat the majority answer's {floor:.3f} by more than "
-            f"{CHANCE_MARGIN:g}, so the ordering would compare noise")
+    return (f"not applicable: {row} {value:.3f} does not beat its chance level {floor:.3f} (the majority answer, "
+            f"or for an attack the random guess) by more than {CHANCE_MARGIN:g}, so the ordering would compare noise")
 
 
 def check(spec: dict[str, Any], means: dict[str, float | None], table: str,

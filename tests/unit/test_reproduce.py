@@ -156,11 +156,29 @@ def test_an_ordering_whose_higher_row_is_at_the_majority_answer_is_not_applicabl
     assert claims["hiding costs utility"]["paper_verdict"] == "holds"  # the paper's side has no majority answer
     assert claims["hiding is free"]["verdict"] == "fails"  # 'within' expects no row higher: always applicable
     rows = {row["id"]: row for row in report["rows"]}
-    assert rows["base"]["ours"]["majority"] == pytest.approx(majority)
-    assert rows["matched 50"]["ours"]["majority"] == pytest.approx(majority)  # interpolated on the same data
+    assert rows["base"]["ours"]["chance"] == pytest.approx(majority)
+    assert rows["matched 50"]["ours"]["chance"] == pytest.approx(majority)  # interpolated on the same data
     assert report["summary"]["claims"]["not applicable"] == (verdict == "not applicable")
     if verdict == "not applicable":
-        assert "does not beat the majority answer's" in claims["hiding costs utility"]["checks"][0]["detail"]
+        assert "does not beat its chance level 0." in claims["hiding costs utility"]["checks"][0]["detail"]
+
+
+def test_an_attacks_chance_level_is_the_random_guess_of_the_same_cells():
+    """For an attack's metric where higher means more leakage the chance level is the recorded random guess."""
+    records = [make_record(seed, metrics={"privacy/rss/identity": 0.05, "random/rss/identity": 0.10 + seed / 10,
+                                          "privacy/gradient-matching/mse": 0.3, "random/gradient-matching/mse": 0.9},
+                           higher_is_better={"privacy/rss/identity": True, "privacy/gradient-matching/mse": False})
+               for seed in range(2)]
+    assert rep._majority(records, "privacy/rss/identity") == pytest.approx(0.15)  # the mean over seeds
+    assert rep._majority(records, "privacy/gradient-matching/mse") is None  # lower is more leakage: no floor
+    assert rep._majority(records[:1] + [make_record(1, metrics={"privacy/rss/identity": 0.05})],
+                         "privacy/rss/identity") is None  # one record without its random guess: none
+    # an ordering whose expected-higher row (the undefended attack, 0.05) is below the guess compares noise
+    claim = [{"id": "hiding lowers leakage", "checks": [{"left": "hidden", "op": "lt", "right": "base"}]}]
+    judged = rep.judge(claim, {"hidden": 0.0, "base": 0.05}, {"hidden": 0.0, "base": 0.05}, "t",
+                       majority={"hidden": 0.15, "base": 0.15})[0]
+    assert judged["verdict"] == "not applicable" and judged["paper_verdict"] == "holds"
+    assert "does not beat its chance level 0.150" in judged["checks"][0]["detail"]
 
 
 def test_a_claim_is_judged_on_its_applicable_checks():
