@@ -22,7 +22,11 @@ For each chosen span (``bench.engine.spans``) the client draws ``k`` candidates:
   subtree, its tags).
 
 ``select=ndd`` keeps the candidate of smallest NDD(X, X̌) (Eq. 15), each span scored alone against the original
-sentence (the paper's single replacement: the other spans are unchanged in X and X̌); ``select=random`` keeps the
+sentence (the paper's single replacement: the other spans are unchanged in X and X̌). Only the argmin is needed,
+so a candidate is dropped as soon as its NDD over the positions nearest the span (a lower bound: every KL is >= 0)
+exceeds a complete score (``bench.privacy.ndd.ndd_select``; the first candidate is always scored whole, for the
+record's ``ndd_first_candidate_mean``); the record counts the masked copies run against scoring every candidate
+whole (``ndd_masked_copies_run`` / ``_exhaustive``). ``select=random`` keeps the
 first candidate drawn (the paper's "w/o NDD"). A candidate whose words equal the original span's (a generated
 span can reproduce it, and would win with NDD = 0) is never kept; a span left with no candidate (no other
 phrase of its kind, or every sample equal to it) is masked, and the record counts it. The paper gives no μ;
@@ -103,7 +107,7 @@ class NDDDistortion(SpanDefense):
             candidates = [_substitutes(batch.pool.get(span.kind, []), tuple(span.words(batch.texts[i])), self.k, rng)
                           for i, span in jobs]
         edits: list[list[Edit]] = [[] for _ in batch.texts]
-        chosen_ndd, first_ndd, masked, originals = [], [], 0, {}
+        chosen_ndd, first_ndd, masked, originals, copies = [], [], 0, {}, [0, 0]
         journal = self._journal(batch, jobs, candidates) if self.select == "ndd" else None
         finished = False
         try:
@@ -118,9 +122,12 @@ class NDDDistortion(SpanDefense):
                 keep = 0
                 if journal is not None and len(options) > 1:
                     if number not in journal.done:
-                        scores = self._scores(mlm, pieces, batch.texts[i], span, options, originals)
-                        journal.record(number, None if scores is None else
-                                       [int(np.argmin(scores)), float(np.min(scores)), float(scores[0])])
+                        choice = self._choose(mlm, pieces, batch.texts[i], span, options, originals)
+                        if choice is not None:
+                            copies[0] += choice.copies
+                            copies[1] += choice.copies_exhaustive
+                        journal.record(number, None if choice is None else
+                                       [choice.index, choice.score, choice.first])
                     if journal.done[number] is not None:
                         keep, chosen, first = journal.done[number]
                         chosen_ndd.append(chosen)
@@ -139,6 +146,8 @@ class NDDDistortion(SpanDefense):
             self.stats.update({"ndd_chosen_mean": float(np.mean(chosen_ndd)),
                                "ndd_first_candidate_mean": float(np.mean(first_ndd)),
                                "ndd_scored_spans": len(chosen_ndd)})
+        if copies[1]:  # spans scored in this run (not read back from the checkpoint)
+            self.stats.update({"ndd_masked_copies_run": copies[0], "ndd_masked_copies_exhaustive": copies[1]})
         return edits
 
     def _journal(self, batch, jobs, candidates):
@@ -151,9 +160,11 @@ class NDDDistortion(SpanDefense):
         return Journal("rewrites", (self.rewrite_identity(batch.task), cell_precision(), batch.task, batch.texts,
                                     jobs, drawn))
 
-    def _scores(self, mlm, pieces, text, span, options, originals):
-        """NDD of each option replacing ``span`` (None when the sentence is too long for the MLM)."""
-        from bench.privacy.ndd import OriginalDistributions, ndd_scores
+    def _choose(self, mlm, pieces, text, span, options, originals):
+        """The option of smallest NDD replacing ``span`` (``bench.privacy.ndd.ndd_select``: the argmin of every
+        option's NDD, without scoring the options that cannot hold it whole), or None when the sentence is too
+        long for the MLM."""
+        from bench.privacy.ndd import OriginalDistributions, ndd_select
 
         ids, word_of = pieces.of(text, span.segment)
         if self.window:
@@ -168,7 +179,7 @@ class NDDDistortion(SpanDefense):
             originals.clear()  # one sentence at a time: jobs come in example order
             originals[key] = OriginalDistributions(mlm, ids)
         candidate_ids = [pieces.encode(words) for words, _ in options]
-        return ndd_scores(mlm, ids, (int(inside[0]), int(inside[-1]) + 1), candidate_ids, self.mu, tol=self.tol,
+        return ndd_select(mlm, ids, (int(inside[0]), int(inside[-1]) + 1), candidate_ids, self.mu, tol=self.tol,
                           original=originals[key])
 
     def rewrite_identity(self, task: str) -> dict:

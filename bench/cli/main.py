@@ -425,6 +425,8 @@ def perf(
     ndd_loop_sentences: int = typer.Option(10, "--ndd-loop-sentences",
                                            help="With --ndd: the first sentences also scored by the plain loop."),
     candidates: int = typer.Option(8, "--candidates", help="With --ndd: same-type replacements per entity (k)."),
+    ndd_mu: float = typer.Option(0.5, "--ndd-mu", help="With --ndd: the weights' decay mu (the ndd defense's "
+                                 "default is 0.9)."),
     plugin: Optional[List[Path]] = PluginOption,
 ) -> None:
     """Time each mechanism (tokens/s) against the float32 matrix-product ceiling of exact search."""
@@ -432,7 +434,7 @@ def perf(
 
     _load_plugins(plugin)
     if ndd:
-        _perf_ndd(encoder, ndd_sentences, ndd_loop_sentences, candidates, seed, json_path)
+        _perf_ndd(encoder, ndd_sentences, ndd_loop_sentences, candidates, ndd_mu, seed, json_path)
         return
     if adaptation:
         _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path)
@@ -445,12 +447,12 @@ def perf(
         out.print(f"wrote {json_path}", highlight=False)
 
 
-def _perf_ndd(encoder, sentences, loop_sentences, candidates, seed, json_path) -> None:
+def _perf_ndd(encoder, sentences, loop_sentences, candidates, mu, seed, json_path) -> None:
     import json
 
     from bench.analysis.ndd_perf import ndd_table, run_ndd_perf
 
-    row = run_ndd_perf(encoder, sentences, loop_sentences, candidates, seed=seed,
+    row = run_ndd_perf(encoder, sentences, loop_sentences, candidates, mu=mu, seed=seed,
                        progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(ndd_table(row))
     if json_path is not None:

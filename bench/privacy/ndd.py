@@ -36,7 +36,10 @@ With ``tol > 0`` positions whose weight mu ** d is below ``tol`` are neither run
 then a lower bound of the exact NDD (every KL is >= 0), short by sum_skipped a_k l_k, which has no a-priori
 bound because KL between two softmaxes over V is not bounded; use it only where that is acceptable.
 ``ndd_scores_loop`` is the plain reference (one forward per position of the original, then one per
-position per candidate, full logits, no batching, no deduplication).
+position per candidate, full logits, no batching, no deduplication). ``ndd_select`` finds only what NDD
+selection needs (the argmin, its score, and candidate 0's score) and drops a candidate once its sum over the
+positions nearest the span, a lower bound of its NDD, exceeds a complete score: the same choice with fewer
+masked copies, exact for any ``tol``.
 """
 
 from __future__ import annotations
@@ -183,62 +186,142 @@ def ndd_scores(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
     ``original`` is the sentence's ``OriginalDistributions`` when the caller keeps one (it must hold the
     same ids); otherwise it is computed here. Returns float64 scores, one per candidate, in input order.
     """
-    ids, start, end, candidates = _check(mlm, original_ids, span, candidates_ids, mu, tol)
-    if batch_size < 1:
-        raise BenchError(f"batch_size must be at least 1, got {batch_size}.")
-    if original is None:
-        original = OriginalDistributions(mlm, ids, batch_size)
-    elif not np.array_equal(original.ids, ids):
-        raise BenchError("the OriginalDistributions given were computed for a different sentence.")
-    positions, _, weight = unchanged_positions(len(ids), start, end, mu, tol)
-    if len(positions) == 0:
-        return np.zeros(len(candidates), dtype=np.float64)
-    # identical candidates are scored once; the span's own tokens edit nothing (d' = d, NDD = 0 by Eq. 11)
-    unique: dict[bytes, int] = {}
-    slot = np.array([unique.setdefault(c.tobytes(), len(unique)) for c in candidates])
-    firsts = [candidates[int(np.flatnonzero(slot == u)[0])] for u in range(len(unique))]
-    same = ids[start:end].tobytes()
-    scored = [u for u, c in enumerate(firsts) if c.tobytes() != same]
-    scores = np.zeros(len(firsts), dtype=np.float64)
-    if scored:
-        _score_into(mlm, ids, start, end, [firsts[u] for u in scored], positions, weight, original, batch_size,
-                    scores, np.asarray(scored))
-    return scores[slot]
+    edit = _Edit.of(mlm, original_ids, span, candidates_ids, mu, tol, original, batch_size)
+    scores = np.zeros(len(edit.firsts), dtype=np.float64)
+    if edit.scored and len(edit.positions):
+        # every masked copy of every candidate, the candidates by length (less padding per batch)
+        order = sorted(range(len(edit.scored)), key=lambda c: len(edit.firsts[edit.scored[c]]))
+        owner = np.repeat(order, len(edit.positions))
+        kl = edit.kls(owner, np.tile(np.arange(len(edit.positions)), len(order)))
+        np.add.at(scores, np.asarray(edit.scored)[owner], np.tile(edit.weight, len(order)) * kl)
+    return scores[edit.slot]
 
 
-def _score_into(mlm, ids, start, end, candidates, positions, weight, original, batch_size, scores, target):
-    """Add the weighted KLs of every masked copy of every candidate c into ``scores[target[c]]``."""
-    import torch
+@dataclass
+class NDDChoice:
+    """What NDD selection keeps of a span's candidates, and what it cost."""
 
-    mask_id = mlm.tokenizer.mask_token_id
-    # every masked copy of every candidate: (candidate, original position, edited frame index), by length
-    order = sorted(range(len(candidates)), key=lambda c: len(candidates[c]))
-    blocks, owner, source, where = [], [], [], []
-    for c in order:
-        shift = len(candidates[c]) - (end - start)
-        edited = np.where(positions < start, positions, positions + shift) + 1  # +1: [CLS]
-        frame = _frame(mlm, np.concatenate([ids[:start], candidates[c], ids[end:]]))
-        blocks.append(_masked_rows(frame, edited, mask_id))
-        owner.append(np.full(len(positions), c))
-        source.append(positions)
-        where.append(edited)
-    owner, source, where = np.concatenate(owner), np.concatenate(source), np.concatenate(where)
-    row_weight = np.tile(weight, len(candidates))
-    width = np.repeat([b.shape[1] for b in blocks], [len(b) for b in blocks])
-    total = len(owner)
-    with torch.inference_mode():
-        block_start = np.cumsum([0] + [len(b) for b in blocks])
-        for lo in range(0, total, batch_size):
-            hi = min(total, lo + batch_size)
-            rows = np.full((hi - lo, int(width[lo:hi].max())), -1, dtype=np.int64)
-            for b, block in enumerate(blocks):  # copy the part of each block that falls in [lo, hi)
-                a, z = max(lo, block_start[b]), min(hi, block_start[b + 1])
-                if a < z:
-                    rows[a - lo: z - lo, : block.shape[1]] = block[a - block_start[b]: z - block_start[b]]
-            log_q = _log_probs_at(mlm, rows, where[lo:hi])
-            log_p = original.log_probs[torch.as_tensor(source[lo:hi])]
-            kl = (log_q.exp() * (log_q - log_p)).sum(dim=1).cpu().numpy()
-            np.add.at(scores, target[owner[lo:hi]], row_weight[lo:hi] * kl)
+    index: int  # the candidate with the smallest NDD (the first such in input order), as argmin of ndd_scores
+    score: float  # its NDD
+    first: float  # the NDD of candidate 0 (what selection without NDD keeps)
+    copies: int  # masked copies run through the MLM
+    copies_exhaustive: int  # what scoring every distinct candidate would run (ndd_scores)
+
+
+def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, tol: float = 0.0,
+               original: OriginalDistributions | None = None, batch_size: int = BATCH_SIZE,
+               first_round: int = 4) -> NDDChoice:
+    """The candidate of smallest NDD, its score and candidate 0's score, without scoring every candidate whole.
+
+    Every KL is >= 0, so a candidate's sum over some positions is a lower bound of its NDD. Positions are taken
+    nearest the span first (the largest weights), ``first_round`` of them and then twice as many each round;
+    candidate 0 is scored whole in the first round (its score is recorded), and after each round a candidate
+    whose partial sum exceeds the smallest complete score (by more than float64 summation noise) cannot be the
+    argmin and is dropped. The result is ``argmin(ndd_scores(...))``, its minimum and ``scores[0]``, up to the
+    order of a float64 sum (positions by distance rather than by index).
+    """
+    edit = _Edit.of(mlm, original_ids, span, candidates_ids, mu, tol, original, batch_size)
+    if first_round < 1:
+        raise BenchError(f"first_round must be at least 1, got {first_round}.")
+    total = np.zeros(len(edit.firsts), dtype=np.float64)  # same-as-span and position-free edits stay exactly 0
+    n = len(edit.positions)
+    exhaustive = len(edit.scored) * n
+    alive = list(edit.scored)
+    done = np.zeros(len(edit.firsts), dtype=np.int64)  # positions summed so far, per distinct candidate
+    nearest = np.argsort(edit.distance, kind="stable")  # position indices, nearest the span first
+    head = int(edit.slot[0])
+    bound, size, copies = 0, first_round, 0
+    while alive and bound < n:
+        bound = min(n, bound + size)
+        size *= 2
+        owner, source = [], []
+        for u in sorted(alive, key=lambda u: len(edit.firsts[u])):
+            upto = n if u == head else bound
+            owner.append(np.full(upto - done[u], u))
+            source.append(nearest[done[u]: upto])
+            done[u] = upto
+        owner, source = np.concatenate(owner), np.concatenate(source)
+        if len(owner):
+            kl = edit.kls(np.searchsorted(edit.scored, owner), source)
+            np.add.at(total, owner, edit.weight[source] * kl)
+            copies += len(owner)
+        complete = [total[u] for u in alive if done[u] == n]
+        exact_zero = [0.0] if len(edit.scored) < len(edit.firsts) else []  # an edit identical to the span
+        best = min(complete + exact_zero, default=None)
+        if best is None:
+            continue
+        margin = 1e-9 * abs(best) + 1e-12  # the summation noise of a partial sum is far below this
+        alive = [u for u in alive if done[u] < n and total[u] <= best + margin]
+    # every candidate not dropped is complete; dropped ones cannot hold the minimum
+    dropped = np.ones(len(edit.firsts), dtype=bool)
+    dropped[[u for u in range(len(edit.firsts)) if u not in edit.scored or done[u] == n or n == 0]] = False
+    scores = np.where(dropped, np.inf, total)[edit.slot]
+    index = int(np.argmin(scores))
+    return NDDChoice(index, float(scores[index]), float(total[head]), copies, exhaustive)
+
+
+@dataclass
+class _Edit:
+    """One span of one sentence and its distinct candidates, ready for masked copies (shared by the scorers)."""
+
+    mlm: Any
+    ids: np.ndarray
+    start: int
+    end: int
+    firsts: list  # the distinct candidates, in order of first appearance
+    slot: np.ndarray  # each input candidate's index into firsts
+    scored: list  # indices into firsts of the candidates that edit something (the span's own tokens score 0)
+    positions: np.ndarray  # unchanged original positions that count
+    distance: np.ndarray
+    weight: np.ndarray
+    original: OriginalDistributions
+    batch_size: int
+
+    @classmethod
+    def of(cls, mlm, original_ids, span, candidates_ids, mu, tol, original, batch_size) -> "_Edit":
+        """Check the input and set the edit up (``original`` computed here unless given)."""
+        ids, start, end, candidates = _check(mlm, original_ids, span, candidates_ids, mu, tol)
+        if batch_size < 1:
+            raise BenchError(f"batch_size must be at least 1, got {batch_size}.")
+        if original is None:
+            original = OriginalDistributions(mlm, ids, batch_size)
+        elif not np.array_equal(original.ids, ids):
+            raise BenchError("the OriginalDistributions given were computed for a different sentence.")
+        positions, distance, weight = unchanged_positions(len(ids), start, end, mu, tol)
+        # identical candidates are scored once; the span's own tokens edit nothing (d' = d, NDD = 0 by Eq. 11)
+        unique: dict[bytes, int] = {}
+        slot = np.array([unique.setdefault(c.tobytes(), len(unique)) for c in candidates])
+        firsts = [candidates[int(np.flatnonzero(slot == u)[0])] for u in range(len(unique))]
+        same = ids[start:end].tobytes()
+        scored = [u for u, c in enumerate(firsts) if c.tobytes() != same]
+        return cls(mlm, ids, start, end, firsts, slot, scored, positions, distance, weight, original, batch_size)
+
+    def kls(self, owner: np.ndarray, source: np.ndarray) -> np.ndarray:
+        """KL(d'_k || d_k) of each masked copy: candidate ``scored[owner[r]]``, unchanged position
+        ``positions[source[r]]``; copies run ``batch_size`` at a time in the given order."""
+        import torch
+
+        mask_id = self.mlm.tokenizer.mask_token_id
+        frames, shifts = {}, {}
+        for c in np.unique(owner):
+            candidate = self.firsts[self.scored[c]]
+            frames[c] = _frame(self.mlm, np.concatenate([self.ids[: self.start], candidate, self.ids[self.end:]]))
+            shifts[c] = len(candidate) - (self.end - self.start)
+        original_position = self.positions[source]
+        where = np.array([k if k < self.start else k + shifts[c] for c, k in zip(owner, original_position)],
+                         dtype=np.int64) + 1  # +1: [CLS]
+        out = np.empty(len(owner), dtype=np.float64)
+        with torch.inference_mode():
+            for lo in range(0, len(owner), self.batch_size):
+                hi = min(len(owner), lo + self.batch_size)
+                rows = np.full((hi - lo, max(len(frames[c]) for c in owner[lo:hi])), -1, dtype=np.int64)
+                for r, c in enumerate(owner[lo:hi]):
+                    rows[r, : len(frames[c])] = frames[c]
+                rows[np.arange(hi - lo), where[lo:hi]] = mask_id
+                log_q = _log_probs_at(self.mlm, rows, where[lo:hi])
+                log_p = self.original.log_probs[torch.as_tensor(original_position[lo:hi])]
+                out[lo:hi] = (log_q.exp() * (log_q - log_p)).sum(dim=1).cpu().numpy()
+        return out
 
 
 def ndd_scores_loop(mlm, original_ids, span, candidates_ids: Sequence, mu: float) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, unchanged_positions
+from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, ndd_select, unchanged_positions
 
 from .tiny_models import tiny_masked_lm
 
@@ -48,6 +48,41 @@ def test_batched_equals_plain_loop(tiny_mlm, sentence, span, texts):
     if span[1] - span[0] < len(original):
         assert np.max(loop) > 1e-2  # the model is not flat: the comparison can tell positions apart
         assert np.ptp(loop) > 1e-3
+
+
+SELECTION_CASES = CASES + [
+    ("the european commission said on thursday it disagreed with german advice to consumers", (4, 6),
+     ["a", "rome", "the world bank", "john smith", "it", "new york city", "un", "on thursday"]),
+    ("peter blackburn visited the european commission in brussels on thursday .", (7, 8),
+     ["rome", "rome", "brussels", "the south of france", "paris", "", "x", "bank"]),  # a duplicate, the span itself
+]
+
+
+@pytest.mark.parametrize("first_round", [1, 4])
+def test_selection_keeps_the_argmin_of_every_score_and_runs_fewer_copies(tiny_mlm, first_round):
+    # dropping a candidate whose partial sum (a lower bound: every KL >= 0) exceeds a complete score never drops
+    # the argmin; candidate 0 is always scored whole (its score is recorded as what selection without NDD keeps)
+    run, exhaustive = 0, 0
+    for sentence, span, texts in SELECTION_CASES:
+        original = ids(tiny_mlm, sentence)
+        candidates = [ids(tiny_mlm, t) for t in texts]
+        for mu in (0.5, 0.9):
+            scores = ndd_scores(tiny_mlm, original, span, candidates, mu)
+            for batch_size in (3, 64):
+                choice = ndd_select(tiny_mlm, original, span, candidates, mu, batch_size=batch_size,
+                                    first_round=first_round)
+                assert choice.index == int(np.argmin(scores))  # the first of equal minima, as argmin
+                assert choice.score == pytest.approx(scores.min(), rel=1e-12, abs=1e-12)
+                assert choice.first == pytest.approx(scores[0], rel=1e-12, abs=1e-12)
+                assert choice.copies <= choice.copies_exhaustive
+                run, exhaustive = run + choice.copies, exhaustive + choice.copies_exhaustive
+    assert run < exhaustive  # some candidate was dropped before all its positions ran
+
+
+def test_selection_checks_its_round_size(tiny_mlm):
+    original = ids(tiny_mlm, "he met them in paris yesterday")
+    with pytest.raises(BenchError, match="first_round must be at least 1"):
+        ndd_select(tiny_mlm, original, (4, 5), [ids(tiny_mlm, "rome")], 0.9, first_round=0)
 
 
 def test_cache_is_reused_across_spans_and_checked(tiny_mlm):
@@ -149,3 +184,21 @@ def test_conll_reader_and_iob1_entities(tmp_path):
     assert entities(sentences[1][1]) == [("PER", 0, 2), ("PER", 3, 4), ("LOC", 4, 5)]
     with pytest.raises(BenchError, match="does not exist"):
         read_conll(tmp_path / "missing")
+
+
+def test_perf_rows_time_the_scorer_the_loop_and_the_selection(tiny_mlm, monkeypatch):
+    # plumbing of `bench perf --ndd` on three CoNLL-03 sentences with the tiny model: the selection row decides the
+    # batched scores' argmin in every sentence and runs at most the batched scorer's copies
+    from rich.console import Console
+
+    from bench.analysis import ndd_perf
+    from bench.models import mlm as mlm_module
+
+    monkeypatch.setattr(mlm_module, "load_mlm", lambda name, *args, **kwargs: tiny_mlm)
+    row = ndd_perf.run_ndd_perf("tiny", sentences=3, loop_sentences=1, candidates=3, mu=0.9)
+    assert row["select_agrees"] == 3 and 0 < row["select_copies"] <= row["select_copies_exhaustive"]
+    assert row["max_abs_difference"] < 1e-6 and row["mu"] == 0.9
+    console = Console(width=200, record=True)
+    console.print(ndd_perf.ndd_table(row))
+    text = console.export_text()
+    assert "selection: the argmin only" in text and "chose the batched argmin in 3/3" in text

@@ -179,15 +179,17 @@ def test_ndd_window_scores_the_span_within_its_neighbouring_words_only(patched_m
     options = [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]
     pieces = _Pieces(patched_mlm.tokenizer)
     windowed = NDDDistortion(mode="substitutive", window=window, mlm="minilm", allow_untrained=True)
-    got = windowed._scores(patched_mlm, pieces, " ".join(words), span, options, {})
+    got = windowed._choose(patched_mlm, pieces, " ".join(words), span, options, {})
     near = words[span.start - window:span.end + window]  # the MLM sees these words alone
     ids, word_of = pieces.of(" ".join(near), 0)
     inside = np.flatnonzero((word_of >= window) & (word_of < window + 2))
     expected = ndd_scores(patched_mlm, ids, (int(inside[0]), int(inside[-1]) + 1),
                           [pieces.encode(w) for w, _ in options], 0.9)
-    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got.index == int(np.argmin(expected))
+    np.testing.assert_allclose([got.score, got.first], [expected.min(), expected[0]], rtol=1e-6)
     whole = NDDDistortion(mode="substitutive", mlm="minilm", allow_untrained=True)
-    assert not np.allclose(whole._scores(patched_mlm, pieces, " ".join(words), span, options, {}), got)
+    unwindowed = whole._choose(patched_mlm, pieces, " ".join(words), span, options, {})
+    assert not np.allclose([unwindowed.score, unwindowed.first], [got.score, got.first])
 
 
 def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_mlm):
@@ -279,16 +281,16 @@ def test_interrupted_ndd_rewrite_resumes_from_its_checkpoint_with_the_same_choic
     spans = [[Span(0, 2, "PER")], [Span(0, 2, "PER")], [Span(0, 2, "PER"), Span(3, 5, "PER")], [Span(4, 5, "PER")]]
     pool = {"PER": [(("peter", "blackburn"), None), (("john", "smith"), None), (("mary",), None),
                     (("ann", "lee"), None), (("the", "old", "man"), None), (("tom",), None)]}
-    real_scores = NDDDistortion._scores
+    real_choose = NDDDistortion._choose
     scored, stop_after = [], [None]
 
     def counting(self, *args):
         if stop_after[0] is not None and len(scored) == stop_after[0]:
             raise KeyboardInterrupt  # the user stops the run
         scored.append(1)
-        return real_scores(self, *args)
+        return real_choose(self, *args)
 
-    monkeypatch.setattr(NDDDistortion, "_scores", counting)
+    monkeypatch.setattr(NDDDistortion, "_choose", counting)
 
     def rewrite(cache):
         monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / cache))
@@ -311,6 +313,10 @@ def test_interrupted_ndd_rewrite_resumes_from_its_checkpoint_with_the_same_choic
     assert len(scored) == 2  # only the spans the first run had not finished
     assert resumed == whole
     assert resumed_stats.pop("ndd_spans_from_checkpoint") == 3
-    drop = lambda stats: {k: v for k, v in stats.items() if k != "ndd_rewrite_seconds"}  # noqa: E731
+    # the masked copies count what this run scored: the resumed run scored 2 of the 5 spans
+    assert 0 < resumed_stats["ndd_masked_copies_run"] < whole_stats["ndd_masked_copies_run"]
+    assert whole_stats["ndd_masked_copies_run"] <= whole_stats["ndd_masked_copies_exhaustive"]
+    per_run = ("ndd_rewrite_seconds", "ndd_masked_copies_run", "ndd_masked_copies_exhaustive")
+    drop = lambda stats: {k: v for k, v in stats.items() if k not in per_run}  # noqa: E731
     assert drop(resumed_stats) == drop(whole_stats)
     assert not journals[0].exists()
