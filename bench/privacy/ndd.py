@@ -210,14 +210,14 @@ class NDDChoice:
 
 def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, tol: float = 0.0,
                original: OriginalDistributions | None = None, batch_size: int = BATCH_SIZE,
-               first_round: int = 4) -> NDDChoice:
+               first_round: int = 2) -> NDDChoice:
     """The candidate of smallest NDD, its score and candidate 0's score, without scoring every candidate whole.
 
     Every KL is >= 0, so a candidate's sum over some positions is a lower bound of its NDD. Positions are taken
     nearest the span first (the largest weights), ``first_round`` of them and then twice as many each round;
-    candidate 0 is scored whole in the first round (its score is recorded), and after each round a candidate
-    whose partial sum exceeds the smallest complete score (by more than float64 summation noise) cannot be the
-    argmin and is dropped. The result is ``argmin(ndd_scores(...))``, its minimum and ``scores[0]``, up to the
+    candidate 0 is scored whole in the first round (its score is recorded), and after each round the candidate
+    with the smallest partial sum is scored whole in the next, and every candidate whose partial sum exceeds the
+    smallest complete score (by more than float64 summation noise) cannot be the argmin and is dropped. The result is ``argmin(ndd_scores(...))``, its minimum and ``scores[0]``, up to the
     order of a float64 sum (positions by distance rather than by index).
     """
     edit = _Edit.of(mlm, original_ids, span, candidates_ids, mu, tol, original, batch_size)
@@ -230,13 +230,13 @@ def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
     done = np.zeros(len(edit.firsts), dtype=np.int64)  # positions summed so far, per distinct candidate
     nearest = np.argsort(edit.distance, kind="stable")  # position indices, nearest the span first
     head = int(edit.slot[0])
-    bound, size, copies = 0, first_round, 0
+    bound, size, copies, leader = 0, first_round, 0, None
     while alive and bound < n:
         bound = min(n, bound + size)
         size *= 2
         owner, source = [], []
         for u in sorted(alive, key=lambda u: len(edit.firsts[u])):
-            upto = n if u == head else bound
+            upto = n if u in (head, leader) else bound
             owner.append(np.full(upto - done[u], u))
             source.append(nearest[done[u]: upto])
             done[u] = upto
@@ -252,6 +252,8 @@ def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
             continue
         margin = 1e-9 * abs(best) + 1e-12  # the summation noise of a partial sum is far below this
         alive = [u for u in alive if done[u] < n and total[u] <= best + margin]
+        # the most promising candidate is scored whole next round: a small complete score drops the rest early
+        leader = min(alive, key=lambda u: total[u], default=None)
     # every candidate not dropped is complete; dropped ones cannot hold the minimum
     dropped = np.ones(len(edit.firsts), dtype=bool)
     dropped[[u for u in range(len(edit.firsts)) if u not in edit.scored or done[u] == n or n == 0]] = False
