@@ -217,9 +217,9 @@ def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
     nearest the span first (the largest weights), ``first_round`` of them and then twice as many each round;
     candidate 0 is scored whole in the first round (its score is recorded), and after each round the candidate
     with the smallest partial sum is scored whole in the next, and every candidate whose partial sum exceeds the
-    smallest complete score (by more than float64 summation noise) cannot be the argmin and is dropped. The result is ``argmin(ndd_scores(...))``, its minimum and ``scores[0]``, up to the
-    order of a float64 sum (positions by distance rather than by index).
-    """
+    smallest complete score (by more than float64 summation noise) cannot be the argmin and is dropped. The
+    result is ``argmin(ndd_scores(...))``, its minimum and ``scores[0]``, up to the order of a float64 sum
+    (positions by distance rather than by index)."""
     edit = _Edit.of(mlm, original_ids, span, candidates_ids, mu, tol, original, batch_size)
     if first_round < 1:
         raise BenchError(f"first_round must be at least 1, got {first_round}.")
