@@ -94,11 +94,11 @@ class Cell:
     setting: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     by_seed: dict[int, float] = field(default_factory=dict)  # the finite value of each seed (paired claims)
-    majority: float | None = None  # the chance level (majority answer, or an attack's random guess), mean over seeds
+    chance: float | None = None  # the chance level (majority answer, or an attack's random guess), mean over seeds
 
     def as_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "std": self.std, "n": self.n, "seeds": self.seeds, "setting": self.setting,
-                "note": self.note, "chance": self.majority}
+                "note": self.note, "chance": self.chance}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -295,10 +295,10 @@ def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
     return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else None, n=len(finite),
                 seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note,
                 by_seed={s: v for s, v in values if v is not None and math.isfinite(v)},
-                majority=_majority(list(seeds.values()), metric))
+                chance=_chance(list(seeds.values()), metric))
 
 
-def _majority(records: list[ResultRecord], metric: str) -> float | None:
+def _chance(records: list[ResultRecord], metric: str) -> float | None:
     """Mean over the records of the chance level of ``metric``: for a utility metric the majority answer's score
     (the ``majority_utility`` note), for an attack's metric where higher means more leakage the random guess scored
     in the same cells (``random/<attack>/<name>``). None for other metrics, and unless every record has it."""
@@ -353,10 +353,10 @@ def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float
              f"{v1:g} ({p1:.3f})") if v0 != v1 else f"at {over} {v0:g} ({p0:.3f})"
     by_seed = {s: a.by_seed[s] + weight * (b.by_seed[s] - a.by_seed[s]) for s in seeds
                if s in a.by_seed and s in b.by_seed}
-    majority = None if a.majority is None or b.majority is None else (a.majority + b.majority) / 2  # same data
+    chance = None if a.chance is None or b.chance is None else (a.chance + b.chance) / 2  # same data
     spread = stdev(by_seed.values()) if len(by_seed) > 1 else None  # over the seeds both endpoints have
     return Cell(mean=a.mean + weight * (b.mean - a.mean), std=spread, n=min(a.n, b.n),
-                seeds=seeds, setting=setting, note=where, by_seed=by_seed, majority=majority)
+                seeds=seeds, setting=setting, note=where, by_seed=by_seed, chance=chance)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -404,13 +404,13 @@ def _expected_higher(spec: dict[str, Any]) -> Any:
 
 
 def _at_chance(spec: dict[str, Any], means: dict[str, float | None],
-               majority: dict[str, float | None] | None) -> str | None:
+               chance: dict[str, float | None] | None) -> str | None:
     """Why the comparison is not applicable on our side (its expected-higher row does not beat its chance level
     by more than CHANCE_MARGIN), or None."""
     row = _expected_higher(spec)
-    if majority is None or not isinstance(row, str):
+    if chance is None or not isinstance(row, str):
         return None
-    value, floor = means.get(row), majority.get(row)
+    value, floor = means.get(row), chance.get(row)
     if value is None or floor is None or value > floor + CHANCE_MARGIN:
         return None
     return (f"not applicable: {row} {value:.3f} does not beat its chance level {floor:.3f} (the majority answer, "
@@ -419,16 +419,16 @@ def _at_chance(spec: dict[str, Any], means: dict[str, float | None],
 
 def check(spec: dict[str, Any], means: dict[str, float | None], table: str,
           by_seed: dict[str, dict[int, float]] | None = None,
-          majority: dict[str, float | None] | None = None) -> dict[str, Any]:
+          chance: dict[str, float | None] | None = None) -> dict[str, Any]:
     """One comparison on one side (ours or the paper's): verdict, the numbers and a sentence. ``by_seed`` (ours
     only) holds each row's per-seed values: rows recorded on different seeds are compared on the seeds they share.
-    ``majority`` (ours only) holds each row's majority-answer score: an ordering whose expected-higher row does not
+    ``chance`` (ours only) holds each row's chance level: an ordering whose expected-higher row does not
     beat it is not applicable."""
     op, margin = spec.get("op"), float(spec.get("margin", 0.0))
     if op not in OPS:
         raise BenchError(f"mapping of '{table}': claim op '{op}' is not one of {', '.join(sorted(OPS))}.")
     judged = _compare(spec, op, margin, means, table, by_seed)
-    if judged["verdict"] in (HOLDS, FAILS) and (why := _at_chance(spec, means, majority)):
+    if judged["verdict"] in (HOLDS, FAILS) and (why := _at_chance(spec, means, chance)):
         judged = {**judged, "verdict": NOT_APPLICABLE, "detail": f"{judged['detail']}; {why}"}
     return judged
 
@@ -484,13 +484,13 @@ def combine(verdicts: list[str]) -> str:
 
 def judge(claims: list[dict[str, Any]], ours: dict[str, float | None], paper: dict[str, float | None],
           table: str, by_seed: dict[str, dict[int, float]] | None = None,
-          majority: dict[str, float | None] | None = None) -> list[dict[str, Any]]:
+          chance: dict[str, float | None] | None = None) -> list[dict[str, Any]]:
     """Each claim's verdict on our records and on the paper's numbers, with every check's detail."""
     judged = []
     for claim in claims:
         if not claim.get("id") or not claim.get("checks"):
             raise BenchError(f"mapping of '{table}': every claim needs an id and checks.")
-        our_checks = [check(c, ours, table, by_seed, majority) for c in claim["checks"]]
+        our_checks = [check(c, ours, table, by_seed, chance) for c in claim["checks"]]
         paper_checks = [check(c, paper, table) for c in claim["checks"]]
         judged.append({"id": claim["id"], "text": claim.get("text", ""), "paper_says": claim.get("paper_says", ""),
                        "verdict": combine([c["verdict"] for c in our_checks]),
@@ -509,7 +509,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
     mapping = load_mapping(root, table)
     if mapping.get("not_mapped"):
         raise BenchError(f"table '{table}' is not mapped to harness cells: {mapping['not_mapped']}")
-    rows_out, ours, paper, by_seed, majority = [], {}, {}, {}, {}
+    rows_out, ours, paper, by_seed, chance = [], {}, {}, {}, {}
     for row in expand_rows(mapping, table):
         value, std = paper_value(reference, row.get("paper"))
         if row.get("match"):
@@ -526,7 +526,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
         if row.get("note"):
             cell.note = "; ".join(filter(None, [row["note"], cell.note]))
         ours[row["id"]], paper[row["id"]], by_seed[row["id"]] = cell.mean, value, cell.by_seed
-        majority[row["id"]] = cell.majority
+        chance[row["id"]] = cell.chance
         rows_out.append({
             "id": row["id"], "metric": row["metric"], "select": row["select"],
             "paper": {"value": value, "std": std, "path": row.get("paper")},
@@ -534,7 +534,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
             "difference": None if value is None or cell.mean is None else cell.mean - value,
             **({"match": row["match"]} if row.get("match") else {}),
         })
-    claims = judge(mapping.get("claims") or [], ours, paper, table, by_seed, majority)
+    claims = judge(mapping.get("claims") or [], ours, paper, table, by_seed, chance)
     source = reference.get("source", {})
     return {
         "schema_version": SCHEMA_VERSION,

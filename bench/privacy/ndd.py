@@ -230,6 +230,7 @@ def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
     done = np.zeros(len(edit.firsts), dtype=np.int64)  # positions summed so far, per distinct candidate
     nearest = np.argsort(edit.distance, kind="stable")  # position indices, nearest the span first
     head = int(edit.slot[0])
+    exact_zero = [0.0] if len(edit.scored) < len(edit.firsts) else []  # an edit identical to the span scores 0
     bound, size, copies, leader = 0, first_round, 0, None
     while alive and bound < n:
         bound = min(n, bound + size)
@@ -246,7 +247,6 @@ def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
             np.add.at(total, owner, edit.weight[source] * kl)
             copies += len(owner)
         complete = [total[u] for u in alive if done[u] == n]
-        exact_zero = [0.0] if len(edit.scored) < len(edit.firsts) else []  # an edit identical to the span
         best = min(complete + exact_zero, default=None)
         if best is None:
             continue

@@ -169,14 +169,14 @@ def test_an_attacks_chance_level_is_the_random_guess_of_the_same_cells():
                                           "privacy/gradient-matching/mse": 0.3, "random/gradient-matching/mse": 0.9},
                            higher_is_better={"privacy/rss/identity": True, "privacy/gradient-matching/mse": False})
                for seed in range(2)]
-    assert rep._majority(records, "privacy/rss/identity") == pytest.approx(0.15)  # the mean over seeds
-    assert rep._majority(records, "privacy/gradient-matching/mse") is None  # lower is more leakage: no floor
-    assert rep._majority(records[:1] + [make_record(1, metrics={"privacy/rss/identity": 0.05})],
+    assert rep._chance(records, "privacy/rss/identity") == pytest.approx(0.15)  # the mean over seeds
+    assert rep._chance(records, "privacy/gradient-matching/mse") is None  # lower is more leakage: no floor
+    assert rep._chance(records[:1] + [make_record(1, metrics={"privacy/rss/identity": 0.05})],
                          "privacy/rss/identity") is None  # one record without its random guess: none
     # an ordering whose expected-higher row (the undefended attack, 0.05) is below the guess compares noise
     claim = [{"id": "hiding lowers leakage", "checks": [{"left": "hidden", "op": "lt", "right": "base"}]}]
     judged = rep.judge(claim, {"hidden": 0.0, "base": 0.05}, {"hidden": 0.0, "base": 0.05}, "t",
-                       majority={"hidden": 0.15, "base": 0.15})[0]
+                       chance={"hidden": 0.15, "base": 0.15})[0]
     assert judged["verdict"] == "not applicable" and judged["paper_verdict"] == "holds"
     assert "does not beat its chance level 0.150" in judged["checks"][0]["detail"]
 
@@ -191,7 +191,7 @@ def test_a_claim_is_judged_on_its_applicable_checks():
                                                                {"left": "c", "op": "gt", "right": "d"}]},
               {"id": "rising", "checks": [{"op": "increasing", "rows": ["c", "d", "a"]}]},
               {"id": "falling to chance", "checks": [{"op": "decreasing", "rows": ["c", "b"]}]}]
-    judged = {c["id"]: c for c in rep.judge(claims, means, means, "t", majority=majority)}
+    judged = {c["id"]: c for c in rep.judge(claims, means, means, "t", chance=majority)}
     assert judged["mixed"]["verdict"] == "holds"
     assert [c["verdict"] for c in judged["mixed"]["checks"]] == ["holds", "not applicable"]
     assert judged["all at chance"]["verdict"] == "not applicable"
