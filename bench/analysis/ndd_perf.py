@@ -11,8 +11,9 @@ extrapolates). Both count the original sentence's distributions in their time. T
 rate at least ``TARGET_SPEEDUP`` times the loop's. Beside them, what the ``ndd`` defense runs: ``ndd_select``
 (the argmin only, dropping candidates whose partial NDD exceeds a complete score) on all sentences, its rate
 in candidates decided per second, the share of the batched scorer's masked copies it ran, and the sentences
-where its choice equals the batched scores' argmin. The MLM's head may be untrained (minilm): the cost does
-not depend on its weights.
+where its choice equals the batched scores' argmin. With ``selection_bf16`` the selection runs once more under
+bf16 autocast (``--precision bf16`` of a cell; no longer exact), its choices compared with the float32 argmin.
+The MLM's head may be untrained (minilm): the cost does not depend on its weights.
 """
 
 from __future__ import annotations
@@ -93,12 +94,13 @@ def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[di
 
 
 def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: int = 10, candidates: int = 8,
-                 mu: float = 0.5, batch_size: int = 64, seed: int = 0,
+                 mu: float = 0.5, batch_size: int = 64, seed: int = 0, selection_bf16: bool = False,
                  progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Time the batched NDD scorer and the plain loop on the CoNLL-03 workload; return the figures."""
     import torch
 
     from bench.analysis.perf import machine_info
+    from bench.models.encoders import on_device
     from bench.models.mlm import load_mlm
     from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, ndd_select
 
@@ -124,14 +126,26 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
         scores.append(batched(item))
         item_s.append(time.perf_counter() - started)
     batched_s = float(np.sum(item_s))
+
+    def selection(precision: str) -> tuple[list, float]:
+        picked, seconds = [], 0.0
+        with on_device("cpu", precision):
+            for item in items:
+                started = time.perf_counter()
+                cache = OriginalDistributions(mlm, item["ids"], batch_size)
+                picked.append(ndd_select(mlm, item["ids"], item["span"], item["candidates"], mu, original=cache,
+                                         batch_size=batch_size))
+                seconds += time.perf_counter() - started
+        return picked, seconds
+
     progress(f"NDD selection (the argmin) on the same {sentences} sentences")
-    choices, select_s = [], 0.0
-    for item in items:
-        started = time.perf_counter()
-        cache = OriginalDistributions(mlm, item["ids"], batch_size)
-        choices.append(ndd_select(mlm, item["ids"], item["span"], item["candidates"], mu, original=cache,
-                                  batch_size=batch_size))
-        select_s += time.perf_counter() - started
+    choices, select_s = selection("fp32")
+    bf16 = {}
+    if selection_bf16:
+        progress(f"NDD selection under bf16 autocast on the same {sentences} sentences")
+        picked, seconds = selection("bf16")
+        bf16 = {"select_bf16_s": seconds, "select_bf16_candidates_per_s": sentences * candidates / seconds,
+                "select_bf16_agrees": int(sum(c.index == int(np.argmin(s)) for c, s in zip(picked, scores)))}
     progress(f"plain loop on {loop_sentences} sentences")
     started = time.perf_counter()
     loop_scores = [ndd_scores_loop(mlm, item["ids"], item["span"], item["candidates"], mu)
@@ -160,6 +174,7 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
         "select_copies": int(sum(c.copies for c in choices)),
         "select_copies_exhaustive": int(sum(c.copies_exhaustive for c in choices)),
         "select_agrees": int(sum(c.index == int(np.argmin(s)) for c, s in zip(choices, scores))),
+        **bf16,
         "machine": machine_info(),
     }
 
@@ -190,11 +205,18 @@ def ndd_table(row: dict[str, Any]):
                       str(row["sentences"] * row["candidates"]), f"{row['select_s']:.1f}",
                       f"{row['select_candidates_per_s']:.2f}",
                       f"{row['select_speedup']:.1f}x" if row["select_speedup"] else "-", "")
+    if row.get("select_bf16_s"):
+        rate = row["select_bf16_candidates_per_s"]
+        table.add_row("selection under bf16 autocast (not exact)", str(row["sentences"]),
+                      str(row["sentences"] * row["candidates"]), f"{row['select_bf16_s']:.1f}", f"{rate:.2f}",
+                      f"{rate / row['loop_candidates_per_s']:.1f}x" if row["loop_candidates_per_s"] else "-", "")
     agreement = "" if row["max_abs_difference"] is None else \
         f"max |batched - loop| = {row['max_abs_difference']:.2e} (largest score {row['max_abs_score']:.2f}); "
     if row.get("select_s"):
         agreement += (f"selection ran {row['select_copies']:,} of {row['select_copies_exhaustive']:,} candidate "
                       f"copies and chose the batched argmin in {row['select_agrees']}/{row['sentences']}; ")
+    if row.get("select_bf16_s"):
+        agreement += f"bf16 selection chose the float32 argmin in {row['select_bf16_agrees']}/{row['sentences']}; "
     table.caption = (f"mu {row['mu']:g}; mean {row['mean_tokens']:.1f} tokens/sentence; {agreement}"
                      f"load average {row['machine'].get('load_average')}")
     return table

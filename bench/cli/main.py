@@ -427,6 +427,8 @@ def perf(
     candidates: int = typer.Option(8, "--candidates", help="With --ndd: same-type replacements per entity (k)."),
     ndd_mu: float = typer.Option(0.5, "--ndd-mu", help="With --ndd: the weights' decay mu (the ndd defense's "
                                  "default is 0.9)."),
+    ndd_bf16: bool = typer.Option(False, "--ndd-bf16", help="With --ndd: also time the selection under bf16 "
+                                  "autocast (a cell's --precision bf16) and count its float32-argmin agreement."),
     plugin: Optional[List[Path]] = PluginOption,
 ) -> None:
     """Time each mechanism (tokens/s) against the float32 matrix-product ceiling of exact search."""
@@ -434,7 +436,7 @@ def perf(
 
     _load_plugins(plugin)
     if ndd:
-        _perf_ndd(encoder, ndd_sentences, ndd_loop_sentences, candidates, ndd_mu, seed, json_path)
+        _perf_ndd(encoder, ndd_sentences, ndd_loop_sentences, candidates, ndd_mu, seed, json_path, ndd_bf16)
         return
     if adaptation:
         _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path)
@@ -447,12 +449,12 @@ def perf(
         out.print(f"wrote {json_path}", highlight=False)
 
 
-def _perf_ndd(encoder, sentences, loop_sentences, candidates, mu, seed, json_path) -> None:
+def _perf_ndd(encoder, sentences, loop_sentences, candidates, mu, seed, json_path, bf16=False) -> None:
     import json
 
     from bench.analysis.ndd_perf import ndd_table, run_ndd_perf
 
-    row = run_ndd_perf(encoder, sentences, loop_sentences, candidates, mu=mu, seed=seed,
+    row = run_ndd_perf(encoder, sentences, loop_sentences, candidates, mu=mu, seed=seed, selection_bf16=bf16,
                        progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(ndd_table(row))
     if json_path is not None:

@@ -195,10 +195,12 @@ def test_perf_rows_time_the_scorer_the_loop_and_the_selection(tiny_mlm, monkeypa
     from bench.models import mlm as mlm_module
 
     monkeypatch.setattr(mlm_module, "load_mlm", lambda name, *args, **kwargs: tiny_mlm)
-    row = ndd_perf.run_ndd_perf("tiny", sentences=3, loop_sentences=1, candidates=3, mu=0.9)
+    row = ndd_perf.run_ndd_perf("tiny", sentences=3, loop_sentences=1, candidates=3, mu=0.9, selection_bf16=True)
     assert row["select_agrees"] == 3 and 0 < row["select_copies"] <= row["select_copies_exhaustive"]
     assert row["max_abs_difference"] < 1e-6 and row["mu"] == 0.9
+    assert 0 <= row["select_bf16_agrees"] <= 3 and row["select_bf16_s"] > 0
     console = Console(width=200, record=True)
     console.print(ndd_perf.ndd_table(row))
     text = console.export_text()
     assert "selection: the argmin only" in text and "chose the batched argmin in 3/3" in text
+    assert "selection under bf16 autocast" in text and f"in {row['select_bf16_agrees']}/3" in text
