@@ -138,6 +138,9 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
                 seconds += time.perf_counter() - started
         return picked, seconds
 
+    def agreeing(picked: list) -> int:  # sentences where the selection chose the batched float32 argmin
+        return int(sum(c.index == int(np.argmin(s)) for c, s in zip(picked, scores)))
+
     progress(f"NDD selection (the argmin) on the same {sentences} sentences")
     choices, select_s = selection("fp32")
     bf16 = {}
@@ -145,7 +148,7 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
         progress(f"NDD selection under bf16 autocast on the same {sentences} sentences")
         picked, seconds = selection("bf16")
         bf16 = {"select_bf16_s": seconds, "select_bf16_candidates_per_s": sentences * candidates / seconds,
-                "select_bf16_agrees": int(sum(c.index == int(np.argmin(s)) for c, s in zip(picked, scores)))}
+                "select_bf16_agrees": agreeing(picked)}
     progress(f"plain loop on {loop_sentences} sentences")
     started = time.perf_counter()
     loop_scores = [ndd_scores_loop(mlm, item["ids"], item["span"], item["candidates"], mu)
@@ -173,7 +176,7 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
         "select_speedup": sentences * candidates / select_s / loop_rate if loop_rate else None,
         "select_copies": int(sum(c.copies for c in choices)),
         "select_copies_exhaustive": int(sum(c.copies_exhaustive for c in choices)),
-        "select_agrees": int(sum(c.index == int(np.argmin(s)) for c, s in zip(choices, scores))),
+        "select_agrees": agreeing(choices),
         **bf16,
         "machine": machine_info(),
     }

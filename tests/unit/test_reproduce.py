@@ -172,7 +172,7 @@ def test_an_attacks_chance_level_is_the_random_guess_of_the_same_cells():
     assert rep._chance(records, "privacy/rss/identity") == pytest.approx(0.15)  # the mean over seeds
     assert rep._chance(records, "privacy/gradient-matching/mse") is None  # lower is more leakage: no floor
     assert rep._chance(records[:1] + [make_record(1, metrics={"privacy/rss/identity": 0.05})],
-                         "privacy/rss/identity") is None  # one record without its random guess: none
+                       "privacy/rss/identity") is None  # one record without its random guess: none
     # an ordering whose expected-higher row (the undefended attack, 0.05) is below the guess compares noise
     claim = [{"id": "hiding lowers leakage", "checks": [{"left": "hidden", "op": "lt", "right": "base"}]}]
     judged = rep.judge(claim, {"hidden": 0.0, "base": 0.05}, {"hidden": 0.0, "base": 0.05}, "t",
@@ -183,7 +183,7 @@ def test_an_attacks_chance_level_is_the_random_guess_of_the_same_cells():
 
 def test_a_claim_is_judged_on_its_applicable_checks():
     means = {"a": 0.80, "b": 0.70, "c": 0.51, "d": 0.52}
-    majority = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}
+    chance = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}
     claims = [{"id": "mixed", "checks": [{"left": "a", "op": "gt", "right": "b"},      # applicable, holds
                                          {"left": "c", "op": "gt", "right": "d"}]},    # c at chance: n/a
               {"id": "all at chance", "checks": [{"left": "d", "op": "gt", "right": "c"}]},
@@ -191,7 +191,7 @@ def test_a_claim_is_judged_on_its_applicable_checks():
                                                                {"left": "c", "op": "gt", "right": "d"}]},
               {"id": "rising", "checks": [{"op": "increasing", "rows": ["c", "d", "a"]}]},
               {"id": "falling to chance", "checks": [{"op": "decreasing", "rows": ["c", "b"]}]}]
-    judged = {c["id"]: c for c in rep.judge(claims, means, means, "t", chance=majority)}
+    judged = {c["id"]: c for c in rep.judge(claims, means, means, "t", chance=chance)}
     assert judged["mixed"]["verdict"] == "holds"
     assert [c["verdict"] for c in judged["mixed"]["checks"]] == ["holds", "not applicable"]
     assert judged["all at chance"]["verdict"] == "not applicable"
