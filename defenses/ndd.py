@@ -33,6 +33,10 @@ phrase of its kind, or every sample equal to it) is masked, and the record count
 0.9 weighs the tokens next to the span most and still counts the whole sentence. ``window`` (0 by default: the
 whole segment, as the paper's sentences) limits the metric to the words within ``window`` words of the span, the
 MLM seeing that stretch alone: a deviation for paragraph-long segments (SQuAD windows), stated in the record.
+``scope=sentence`` instead limits it to the sentence that holds the span (``bench.data.sentences``: spaCy's
+rule-based sentencizer; a span that crosses sentences keeps all it touches), the MLM seeing that sentence alone:
+Eq. 6-12 define NDD over one sentence, so this is the paper's metric where an example is several sentences (a
+blog post, a review); ``segment`` (the default) scores over the whole segment, as every record before it.
 
 An interrupted rewrite resumes where it stopped: every candidate is drawn before any is scored, and each span's
 choice is checkpointed as it is made (``bench.core.journal``, keyed by the defense, the MLM's weights, the split
@@ -55,6 +59,7 @@ from bench.core.progress import track
 
 MODES = ("generative", "substitutive")
 SELECTIONS = ("ndd", "random")
+SCOPES = ("segment", "sentence")
 MASK = "[MASK]"
 SAMPLE_ROWS = 256  # rows per forward pass when sampling generated pieces
 
@@ -75,6 +80,7 @@ class NDDDistortion(SpanDefense):
     fraction: float = 1.0  # share of the chosen spans that is rewritten, drawn at random over the split
     tol: float = 0.0  # NDD positions of weight below tol are skipped (a lower bound; 0 = exact)
     window: int = added_later(0)  # NDD only over words within this many of the span (0 = the whole segment)
+    scope: str = added_later("segment")  # segment (NDD over the whole segment) or sentence (the span's sentence)
     allow_untrained: bool = False  # accept an MLM whose head was never trained (plumbing tests only)
     stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     task: str = field(default="", init=False, repr=False, compare=False)  # the task of the last rewrite
@@ -87,6 +93,9 @@ class NDDDistortion(SpanDefense):
         require(0.0 < self.fraction <= 1.0, f"ndd fraction must lie in (0, 1], got {self.fraction}.")
         require(0.0 <= self.tol < 1.0, f"ndd tol must lie in [0, 1), got {self.tol}.")
         require(self.window >= 0, f"ndd window must be >= 0 words (0 = the whole segment), got {self.window}.")
+        require(self.scope in SCOPES, f"ndd scope must be one of {', '.join(SCOPES)}, got '{self.scope}'.")
+        require(not (self.window and self.scope == "sentence"),
+                "ndd takes either a window or scope=sentence, not both.")
         from bench.models.mlm import check_mlm_name
 
         check_mlm_name(self.mlm, self.allow_untrained)
@@ -167,14 +176,22 @@ class NDDDistortion(SpanDefense):
         from bench.privacy.ndd import OriginalDistributions, ndd_select
 
         ids, word_of = pieces.of(text, span.segment)
-        if self.window:
-            near = (word_of >= span.start - self.window) & (word_of < span.end + self.window)
+        scored = None  # the words the metric runs over (first, end exclusive); None = the whole segment
+        if self.scope == "sentence":
+            from bench.core.spans import segment_words
+            from bench.data.sentences import sentence_around
+
+            scored = sentence_around(tuple(segment_words(text, span.segment)), span.start, span.end)
+        elif self.window:
+            scored = (span.start - self.window, span.end + self.window)
+        if scored is not None:
+            near = (word_of >= scored[0]) & (word_of < scored[1])
             ids, word_of = ids[near], word_of[near]
         inside = np.flatnonzero((word_of >= span.start) & (word_of < span.end))
         limit = int(getattr(mlm.model.config, "max_position_embeddings", 512)) - 2
         if len(inside) == 0 or len(ids) > limit:
             return None
-        key = (text, span.segment, span.start if self.window else None)
+        key = (text, span.segment, scored)
         if key not in originals:
             originals.clear()  # one sentence at a time: jobs come in example order
             originals[key] = OriginalDistributions(mlm, ids)

@@ -7,6 +7,7 @@ Example::
     defenses:
       - none
       - {name: texthide, args: {m: 256, k: 4}}
+      - {name: dchi-text, args: {eps: 10}, tasks: [sst2]}   # only on these of the grid's tasks
     attacks: [rss]
     seeds: [0, 1, 2]
     settings: {n_train: 8000, mode: frozen}   # any make_spec keyword, applied to every cell
@@ -27,6 +28,7 @@ from bench.engine.runner import component_versions, make_spec, run_cell
 from bench.results.store import ResultStore
 
 GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings", "resources"}
+DEFENSE_KEYS = {"name", "args", "server", "tasks"}  # a defense entry; tasks: only on these of the grid's tasks
 RESOURCE_KEYS = {"num_cpus": 1.0, "num_gpus": 0.0, "memory_gb": 0.0}  # per cell; memory 0: not declared
 
 
@@ -112,21 +114,27 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
         from bench.models.encoders import require_device
 
         require_device("cuda", f" for grid file {path}, which asks for num_gpus per cell")
+    tasks = _as_list(grid.get("tasks"), "tasks") or ["sst2"]
     defenses = []
     for item in _as_list(grid.get("defenses"), "defenses", (str, dict)):
         if isinstance(item, str):
-            defenses.append((item, {}, {}))
+            defenses.append((item, {}, {}, None))
         elif (isinstance(item.get("name"), str) and isinstance(item.get("args") or {}, dict)
-              and isinstance(item.get("server") or {}, dict) and not set(item) - {"name", "args", "server"}):
+              and isinstance(item.get("server") or {}, dict) and not set(item) - DEFENSE_KEYS):
+            only = _as_list(item.get("tasks"), "tasks") if "tasks" in item else None
+            if only is not None and (not only or set(only) - set(tasks)):
+                raise BenchError(f"grid defense {item['name']!r} of {path} names tasks {only!r}; list some of the "
+                                 f"grid's tasks ({', '.join(tasks)}).")
             defenses.append((item["name"], {str(k): v for k, v in (item.get("args") or {}).items()},
-                             {str(k): v for k, v in (item.get("server") or {}).items()}))
+                             {str(k): v for k, v in (item.get("server") or {}).items()}, only))
         else:
-            raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}, server: {{...}}}}.")
+            raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}, server: {{...}}, "
+                             "tasks: [...]}}.")
     servers = [{str(k): v for k, v in item.items()} for item in _as_list(grid.get("servers"), "servers", dict)]
     cells = itertools.product(
-        _as_list(grid.get("tasks"), "tasks") or ["sst2"],
+        tasks,
         _as_list(grid.get("encoders"), "encoders") or ["minilm"],
-        defenses or [("none", {}, {})],
+        defenses or [("none", {}, {}, None)],
         servers or [{}],
         _as_list(grid.get("attacks"), "attacks") or [None],
         _as_list(grid.get("seeds"), "seeds", int) or [0],
@@ -136,7 +144,9 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
     for encoder in dict.fromkeys(_as_list(grid.get("encoders"), "encoders") or ["minilm"]):  # named with the file
         check_encoder(encoder, f"grid file {path}")
     specs = []
-    for task, encoder, (defense, args, own_server), server, attack, seed in cells:
+    for task, encoder, (defense, args, own_server, only), server, attack, seed in cells:
+        if only is not None and task not in only:
+            continue
         try:
             specs.append(
                 make_spec(

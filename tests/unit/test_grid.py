@@ -32,6 +32,17 @@ def test_expansion(tiny_data, tmp_path):
     assert {s.seed for s in specs} == {0, 1}
 
 
+def test_a_defense_entry_can_be_limited_to_some_of_the_grids_tasks(tiny_data, tmp_path):
+    limited = GRID.replace("tasks: [sst2]", "tasks: [sst2, cola]").replace(
+        "args: {m: 0, k: 4}}", "args: {m: 0, k: 4}, tasks: [cola]}")
+    specs = load_grid(write(tmp_path, limited))
+    assert sorted((s.task, s.defense) for s in specs if s.seed == 0) == [
+        ("cola", "none"), ("cola", "texthide"), ("sst2", "none")]
+    for wrong in ("tasks: [qqp]", "tasks: []"):
+        with pytest.raises(BenchError, match="names tasks"):
+            load_grid(write(tmp_path, limited.replace("tasks: [cola]}", wrong + "}")))
+
+
 def test_bad_grid_fails_before_anything_runs(tiny_data, tmp_path):
     with pytest.raises(BenchError, match="unknown defense"):
         load_grid(write(tmp_path, GRID.replace("- none", "- nothing")))

@@ -192,6 +192,34 @@ def test_ndd_window_scores_the_span_within_its_neighbouring_words_only(patched_m
     assert not np.allclose([unwindowed.score, unwindowed.first], [got.score, got.first])
 
 
+def test_ndd_sentence_scope_scores_the_span_within_its_own_sentence_as_if_alone(patched_mlm):
+    from bench.privacy.ndd import ndd_scores
+    from defenses.ndd import NDDDistortion, _Pieces
+
+    first = "yesterday it rained all day in brussels ."
+    second = "then peter blackburn met the european commission again !"
+    third = "nobody came.Nothing happened"  # a full stop inside a word starts no sentence
+    words = f"{first} {second} {third}".split()
+    span = Span(len(first.split()) + 1, len(first.split()) + 3, "PER")  # peter blackburn
+    options = [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]
+    pieces = _Pieces(patched_mlm.tokenizer)
+    scoped = NDDDistortion(mode="substitutive", scope="sentence", mlm="minilm", allow_untrained=True)
+    got = scoped._choose(patched_mlm, pieces, " ".join(words), span, options, {})
+    ids, word_of = pieces.of(second, 0)  # the MLM sees the span's sentence alone
+    inside = np.flatnonzero((word_of >= 1) & (word_of < 3))
+    expected = ndd_scores(patched_mlm, ids, (int(inside[0]), int(inside[-1]) + 1),
+                          [pieces.encode(w) for w, _ in options], 0.9)
+    assert got.index == int(np.argmin(expected))
+    np.testing.assert_allclose([got.score, got.first], [expected.min(), expected[0]], rtol=1e-6)
+    whole = NDDDistortion(mode="substitutive", mlm="minilm", allow_untrained=True)
+    unscoped = whole._choose(patched_mlm, pieces, " ".join(words), span, options, {})
+    assert not np.allclose([unscoped.score, unscoped.first], [got.score, got.first])
+    from bench.data.sentences import sentence_around
+
+    assert sentence_around(tuple(words), len(words) - 1, len(words)) == (len(words) - 3, len(words))
+    assert sentence_around(tuple(words), 7, 9) == (0, len(words) - 3)  # a span across two sentences keeps both
+
+
 def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_mlm):
     from defenses.ndd import NDDDistortion
 
@@ -212,6 +240,7 @@ def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_
     ({"mode": "copy"}, "mode must be one of"), ({"select": "best"}, "select must be one of"),
     ({"mlm": "mock"}, "is not a masked LM"), ({"mlm": "minilm"}, "untrained prediction head"),
     ({"fraction": 0.0}, "fraction must lie"), ({"window": -1}, "window must be >= 0"),
+    ({"scope": "paragraph"}, "scope must be one of"), ({"window": 5, "scope": "sentence"}, "not both"),
 ])
 def test_ndd_rejects_bad_parameters(args, message):
     from defenses.ndd import NDDDistortion
