@@ -170,54 +170,43 @@ def test_rewrite_cache_replays_a_rewrite_exactly_and_misses_on_any_change(patche
     assert len(calls) == 4  # the same name with other weights: rewritten
 
 
-def test_ndd_window_scores_the_span_within_its_neighbouring_words_only(patched_mlm):
+WINDOW_WORDS = "yesterday in the city hall of old brussels peter blackburn met the european commission again ."
+SENTENCES = ("yesterday it rained all day in brussels .", "then peter blackburn met the european commission again !",
+             "nobody came.Nothing happened")  # a full stop inside a word starts no sentence
+
+
+@pytest.mark.parametrize("args, words, span, alone, inside", [
+    # window 3 around words 8-9: the MLM sees words 5-12 alone, the span at 3-4 of them
+    ({"window": 3}, WINDOW_WORDS, Span(8, 10, "PER"), " ".join(WINDOW_WORDS.split()[5:13]), (3, 5)),
+    # scope=sentence: the MLM sees the span's sentence alone
+    ({"scope": "sentence"}, " ".join(SENTENCES), Span(9, 11, "PER"), SENTENCES[1], (1, 3)),
+])
+def test_ndd_scores_a_window_or_the_sentence_as_if_it_stood_alone(patched_mlm, args, words, span, alone, inside):
     from bench.privacy.ndd import ndd_scores
     from defenses.ndd import NDDDistortion, _Pieces
 
-    words = "yesterday in the city hall of old brussels peter blackburn met the european commission again .".split()
-    span, window = Span(8, 10, "PER"), 3
     options = [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]
     pieces = _Pieces(patched_mlm.tokenizer)
-    windowed = NDDDistortion(mode="substitutive", window=window, mlm="minilm", allow_untrained=True)
-    got = windowed._choose(patched_mlm, pieces, " ".join(words), span, options, {})
-    near = words[span.start - window:span.end + window]  # the MLM sees these words alone
-    ids, word_of = pieces.of(" ".join(near), 0)
-    inside = np.flatnonzero((word_of >= window) & (word_of < window + 2))
-    expected = ndd_scores(patched_mlm, ids, (int(inside[0]), int(inside[-1]) + 1),
-                          [pieces.encode(w) for w, _ in options], 0.9)
+    limited = NDDDistortion(mode="substitutive", mlm="minilm", allow_untrained=True, **args)
+    got = limited._choose(patched_mlm, pieces, words, span, options, {})
+    ids, word_of = pieces.of(alone, 0)
+    at = np.flatnonzero((word_of >= inside[0]) & (word_of < inside[1]))
+    expected = ndd_scores(patched_mlm, ids, (int(at[0]), int(at[-1]) + 1), [pieces.encode(w) for w, _ in options], 0.9)
     assert got.index == int(np.argmin(expected))
     np.testing.assert_allclose([got.score, got.first], [expected.min(), expected[0]], rtol=1e-6)
     whole = NDDDistortion(mode="substitutive", mlm="minilm", allow_untrained=True)
-    unwindowed = whole._choose(patched_mlm, pieces, " ".join(words), span, options, {})
-    assert not np.allclose([unwindowed.score, unwindowed.first], [got.score, got.first])
+    unlimited = whole._choose(patched_mlm, pieces, words, span, options, {})
+    assert not np.allclose([unlimited.score, unlimited.first], [got.score, got.first])
 
 
-def test_ndd_sentence_scope_scores_the_span_within_its_own_sentence_as_if_alone(patched_mlm):
-    from bench.privacy.ndd import ndd_scores
-    from defenses.ndd import NDDDistortion, _Pieces
-
-    first = "yesterday it rained all day in brussels ."
-    second = "then peter blackburn met the european commission again !"
-    third = "nobody came.Nothing happened"  # a full stop inside a word starts no sentence
-    words = f"{first} {second} {third}".split()
-    span = Span(len(first.split()) + 1, len(first.split()) + 3, "PER")  # peter blackburn
-    options = [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]
-    pieces = _Pieces(patched_mlm.tokenizer)
-    scoped = NDDDistortion(mode="substitutive", scope="sentence", mlm="minilm", allow_untrained=True)
-    got = scoped._choose(patched_mlm, pieces, " ".join(words), span, options, {})
-    ids, word_of = pieces.of(second, 0)  # the MLM sees the span's sentence alone
-    inside = np.flatnonzero((word_of >= 1) & (word_of < 3))
-    expected = ndd_scores(patched_mlm, ids, (int(inside[0]), int(inside[-1]) + 1),
-                          [pieces.encode(w) for w, _ in options], 0.9)
-    assert got.index == int(np.argmin(expected))
-    np.testing.assert_allclose([got.score, got.first], [expected.min(), expected[0]], rtol=1e-6)
-    whole = NDDDistortion(mode="substitutive", mlm="minilm", allow_untrained=True)
-    unscoped = whole._choose(patched_mlm, pieces, " ".join(words), span, options, {})
-    assert not np.allclose([unscoped.score, unscoped.first], [got.score, got.first])
+def test_sentences_around_a_span():
     from bench.data.sentences import sentence_around
 
-    assert sentence_around(tuple(words), len(words) - 1, len(words)) == (len(words) - 3, len(words))
-    assert sentence_around(tuple(words), 7, 9) == (0, len(words) - 3)  # a span across two sentences keeps both
+    words = tuple(" ".join(SENTENCES).split())
+    assert sentence_around(words, 9, 11) == (8, 17)
+    assert sentence_around(words, 19, 20) == (17, 20)  # "came.Nothing" starts no sentence
+    assert sentence_around(words, 7, 9) == (0, 17)  # a span across two sentences keeps both
+    assert sentence_around(("one",), 0, 1) == (0, 1)
 
 
 def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_mlm):
