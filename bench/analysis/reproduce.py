@@ -462,8 +462,12 @@ def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, floa
     symbol = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "within": "within"}[op]
     tail = {"gt": f" + {margin:g}", "ge": f" - {margin:g}", "lt": f" - {margin:g}", "le": f" + {margin:g}",
             "within": f" ± {margin:g}"}[op] if margin or op == "within" else ""
-    return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right,
-            "detail": f"{left_name} {left:.3f} {symbol} {right_name} {right:.3f}{tail}" + _paired_note(shared)}
+    if ok or op == "within":
+        detail = f"{left_name} {left:.3f} {symbol} {right_name} {right:.3f}{tail}"
+    else:  # the relation the numbers have, and the one claimed
+        actual = ">" if left > right else "<" if left < right else "="
+        detail = f"{left_name} {left:.3f} {actual} {right_name} {right:.3f} (claimed {symbol}{tail})"
+    return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right, "detail": detail + _paired_note(shared)}
 
 
 def _paired_note(shared: list[int] | None) -> str:

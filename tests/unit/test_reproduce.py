@@ -350,6 +350,11 @@ def test_check_ops(spec, verdict):
     assert rep.check(spec, {"a": 0.7, "b": 0.6, "missing": None}, "toy")["verdict"] == verdict
 
 
+def test_a_failing_check_shows_the_relation_its_numbers_have_beside_the_claimed_one():
+    failed = rep.check({"left": "a", "op": "gt", "right": "b", "margin": 0.01}, {"a": 0.51, "b": 0.6}, "toy")
+    assert failed["verdict"] == "fails" and failed["detail"] == "a 0.510 < b 0.600 (claimed > + 0.01)"
+
+
 def test_rows_recorded_on_different_seeds_are_compared_on_the_seeds_they_share():
     # a has seeds 0-4, b only 0-2; on all seeds a's mean (0.62) is above b's (0.60), but on the shared seeds a
     # (0.58) is below b (0.60): the paired comparison decides, and says so
