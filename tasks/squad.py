@@ -56,7 +56,7 @@ import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.seeding import numpy_generator
-from bench.core.spans import Edit, Span, apply_edits
+from bench.core.spans import Edit, Span, apply_edits, word_char_starts
 from bench.data.alignment import word_of_pieces
 from bench.data.examples import data_dir, sample_indices
 
@@ -230,7 +230,7 @@ def entity_words(text: str, entities: Sequence[tuple[int, int, str]]) -> list[tu
     """spaCy's character spans ``(start_char, end_char, label)`` of a space-joined ``text`` as word spans: each
     covers every word its characters overlap; spans that come to overlap keep the first."""
     words = text.split(" ")
-    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).astype(np.int64)
+    starts = word_char_starts(words)
     ends = starts + np.array([len(w) for w in words], dtype=np.int64)
     out: list[tuple[int, int, str]] = []
     for begin, end, label in sorted(entities):

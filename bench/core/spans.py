@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Sequence
 
+import numpy as np
+
 from bench.core.errors import BenchError
 
 
@@ -44,6 +46,11 @@ def segment_words(text, segment: int = 0) -> list[str]:
     if segment != 0:
         raise BenchError(f"a single sentence has no segment {segment}.")
     return text.split(" ")
+
+
+def word_char_starts(words: Sequence[str]) -> np.ndarray:
+    """The character offset of each word in the words joined by single spaces."""
+    return np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).astype(np.int64)
 
 
 def check_edits(edits: Sequence[Edit], text) -> list[Edit]:

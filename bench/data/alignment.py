@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.spans import word_char_starts
 
 
 @lru_cache(maxsize=4)
@@ -37,7 +38,7 @@ def word_of_pieces(texts: Sequence[str], tokenizer, max_length: int) -> list[np.
     result = []
     for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
         words = text.split(" ")
-        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+        starts = word_char_starts(words)
         keep = np.isin(np.asarray(ids, dtype=np.int64), released)
         begins = np.array([start for start, _ in offsets], dtype=np.int64)[keep]
         result.append(np.searchsorted(starts, begins, side="right").astype(np.int64) - 1)

@@ -11,6 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from bench.core.spans import word_char_starts
+
 
 @lru_cache(maxsize=1)
 def _sentencizer():
@@ -25,8 +27,7 @@ def _sentencizer():
 def sentence_starts(words: tuple[str, ...]) -> np.ndarray:
     """The index of the first word of every sentence of ``words`` (always starting with 0), ascending."""
     text = " ".join(words)
-    word_starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]]).astype(np.int64)
-    at_word = {int(c): i for i, c in enumerate(word_starts)}
+    at_word = {int(c): i for i, c in enumerate(word_char_starts(words))}
     # a boundary inside a word (as in "home.Then") is not one: the word stays whole in the earlier sentence
     firsts = {0} | {at_word[s.start_char] for s in _sentencizer()(text).sents if s.start_char in at_word}
     return np.array(sorted(firsts), dtype=np.int64)
