@@ -8,6 +8,7 @@ Example::
       - none
       - {name: texthide, args: {m: 256, k: 4}}
       - {name: dchi-text, args: {eps: 10}, tasks: [sst2]}   # only on these of the grid's tasks
+      - {name: ndd, args: {k: 8}, seeds: [0]}                # only these of the grid's seeds (a costly cell)
     attacks: [rss]
     seeds: [0, 1, 2]
     settings: {n_train: 8000, mode: frozen}   # any make_spec keyword, applied to every cell
@@ -28,7 +29,7 @@ from bench.engine.runner import component_versions, make_spec, run_cell
 from bench.results.store import ResultStore
 
 GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings", "resources"}
-DEFENSE_KEYS = {"name", "args", "server", "tasks"}  # a defense entry; tasks: only on these of the grid's tasks
+DEFENSE_KEYS = {"name", "args", "server", "tasks", "seeds"}  # a defense entry; tasks / seeds: a subset of the grid's
 RESOURCE_KEYS = {"num_cpus": 1.0, "num_gpus": 0.0, "memory_gb": 0.0}  # per cell; memory 0: not declared
 
 
@@ -41,6 +42,17 @@ def _as_list(value: Any, key: str, kind: type | tuple[type, ...] = str) -> list:
         if not isinstance(item, kind) or isinstance(item, bool):
             raise BenchError(f"grid key '{key}' has {item!r}, which is not a valid entry.")
     return items
+
+
+def _subset(item: dict, key: str, grid_values: list, kind: type, path: Path) -> list | None:
+    """A defense entry's ``tasks`` or ``seeds``: None when absent, else a non-empty subset of the grid's own."""
+    if key not in item:
+        return None
+    only = _as_list(item[key], key, kind)
+    if not only or set(only) - set(grid_values):
+        raise BenchError(f"grid defense {item['name']!r} of {path} names {key} {only!r}; list some of the "
+                         f"grid's {key} ({', '.join(map(str, grid_values))}).")
+    return only
 
 
 def _read_grid(path: Path) -> dict:
@@ -115,37 +127,36 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
 
         require_device("cuda", f" for grid file {path}, which asks for num_gpus per cell")
     tasks = _as_list(grid.get("tasks"), "tasks") or ["sst2"]
+    seeds = _as_list(grid.get("seeds"), "seeds", int) or [0]
     defenses = []
     for item in _as_list(grid.get("defenses"), "defenses", (str, dict)):
         if isinstance(item, str):
-            defenses.append((item, {}, {}, None))
+            defenses.append((item, {}, {}, None, None))
         elif (isinstance(item.get("name"), str) and isinstance(item.get("args") or {}, dict)
               and isinstance(item.get("server") or {}, dict) and not set(item) - DEFENSE_KEYS):
-            only = _as_list(item.get("tasks"), "tasks") if "tasks" in item else None
-            if only is not None and (not only or set(only) - set(tasks)):
-                raise BenchError(f"grid defense {item['name']!r} of {path} names tasks {only!r}; list some of the "
-                                 f"grid's tasks ({', '.join(tasks)}).")
+            only_tasks = _subset(item, "tasks", tasks, str, path)
+            only_seeds = _subset(item, "seeds", seeds, int, path)
             defenses.append((item["name"], {str(k): v for k, v in (item.get("args") or {}).items()},
-                             {str(k): v for k, v in (item.get("server") or {}).items()}, only))
+                             {str(k): v for k, v in (item.get("server") or {}).items()}, only_tasks, only_seeds))
         else:
             raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}, server: {{...}}, "
-                             "tasks: [...]}}.")
+                             "tasks: [...], seeds: [...]}}.")
     servers = [{str(k): v for k, v in item.items()} for item in _as_list(grid.get("servers"), "servers", dict)]
     cells = itertools.product(
         tasks,
         _as_list(grid.get("encoders"), "encoders") or ["minilm"],
-        defenses or [("none", {}, {}, None)],
+        defenses or [("none", {}, {}, None, None)],
         servers or [{}],
         _as_list(grid.get("attacks"), "attacks") or [None],
-        _as_list(grid.get("seeds"), "seeds", int) or [0],
+        seeds,
     )
     from bench.models.loading import check_encoder
 
     for encoder in dict.fromkeys(_as_list(grid.get("encoders"), "encoders") or ["minilm"]):  # named with the file
         check_encoder(encoder, f"grid file {path}")
     specs = []
-    for task, encoder, (defense, args, own_server, only), server, attack, seed in cells:
-        if only is not None and task not in only:
+    for task, encoder, (defense, args, own_server, only_tasks, only_seeds), server, attack, seed in cells:
+        if (only_tasks is not None and task not in only_tasks) or (only_seeds is not None and seed not in only_seeds):
             continue
         try:
             specs.append(

@@ -18,7 +18,6 @@ INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
     "ndd_ptb.yaml": "hours of NDD scoring per cell (issue 13)",
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
-    "aia_li_table4.yaml": "its NDD cell on Blog, about an hour of NDD scoring within sentences (issue 14)",
     "adaptation_text_sst2.yaml": "9 adapted checkpoints, about 2 hours, not yet run (issue 16)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))

@@ -43,6 +43,15 @@ def test_a_defense_entry_can_be_limited_to_some_of_the_grids_tasks(tiny_data, tm
             load_grid(write(tmp_path, limited.replace("tasks: [cola]}", wrong + "}")))
 
 
+def test_a_defense_entry_can_be_limited_to_some_of_the_grids_seeds(tiny_data, tmp_path):
+    limited = GRID.replace("args: {m: 0, k: 4}}", "args: {m: 0, k: 4}, seeds: [1]}")
+    specs = load_grid(write(tmp_path, limited))
+    assert sorted((s.defense, s.seed) for s in specs) == [("none", 0), ("none", 1), ("texthide", 1)]
+    for wrong in ("seeds: [2]", "seeds: []", "seeds: [one]"):
+        with pytest.raises(BenchError, match="seeds"):
+            load_grid(write(tmp_path, limited.replace("seeds: [1]}", wrong + "}")))
+
+
 def test_bad_grid_fails_before_anything_runs(tiny_data, tmp_path):
     with pytest.raises(BenchError, match="unknown defense"):
         load_grid(write(tmp_path, GRID.replace("- none", "- nothing")))
