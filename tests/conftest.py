@@ -10,6 +10,22 @@ import pytest
 
 os.environ.setdefault("BENCH_QUIET", "1")
 
+
+def _share_the_cores_between_workers() -> None:
+    """Under pytest-xdist (``pytest -n N``), give each worker its share of the cores for torch and BLAS.
+
+    Two workers that each run two-thread torch on two cores lose most of their time to spinning threads (a CI run
+    beside one such job took 2.6 times as long), so each worker gets cores // N threads, and the subprocesses it
+    starts inherit the setting. Set before torch is imported; a value the user exported is kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 1:
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ.setdefault(name, threads)
+
+
+_share_the_cores_between_workers()
+
 POSITIVE = ["great", "wonderful", "moving", "funny", "brilliant", "charming", "sharp", "warm"]
 NEGATIVE = ["dull", "boring", "clumsy", "tedious", "flat", "awful", "stale", "weak"]
 NOUNS = ["film", "movie", "story", "script", "cast", "ending", "plot", "score", "director", "scene"]

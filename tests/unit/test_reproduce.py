@@ -17,7 +17,7 @@ from bench.results.store import ResultStore
 from tests.unit.test_store import make_record
 
 REPO_RESULTS = Path(__file__).resolve().parents[2] / "results"
-runner = CliRunner()
+runner = CliRunner(env={"COLUMNS": "200"})  # rich wraps to the terminal: the same width in every shell and worker
 
 REFERENCE = {
     "source": {"paper": "A. Author. A toy paper.", "table": "Table 9"},
