@@ -21,7 +21,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from bench.core.errors import BenchError
 from bench.core.spec import RunSpec
@@ -42,6 +42,20 @@ def _as_list(value: Any, key: str, kind: type | tuple[type, ...] = str) -> list:
         if not isinstance(item, kind) or isinstance(item, bool):
             raise BenchError(f"grid key '{key}' has {item!r}, which is not a valid entry.")
     return items
+
+
+class _DefenseEntry(NamedTuple):
+    """One entry of a grid's ``defenses``; ``tasks`` / ``seeds`` None = every one of the grid's."""
+
+    name: str
+    args: dict
+    server: dict
+    tasks: list | None = None
+    seeds: list | None = None
+
+    def runs(self, task: str, seed: int) -> bool:
+        """Whether the entry has a cell for this task and seed of the grid."""
+        return (self.tasks is None or task in self.tasks) and (self.seeds is None or seed in self.seeds)
 
 
 def _subset(item: dict, key: str, grid_values: list, kind: type, path: Path) -> list | None:
@@ -128,41 +142,36 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
         require_device("cuda", f" for grid file {path}, which asks for num_gpus per cell")
     tasks = _as_list(grid.get("tasks"), "tasks") or ["sst2"]
     seeds = _as_list(grid.get("seeds"), "seeds", int) or [0]
+    encoders = _as_list(grid.get("encoders"), "encoders") or ["minilm"]
     defenses = []
     for item in _as_list(grid.get("defenses"), "defenses", (str, dict)):
         if isinstance(item, str):
-            defenses.append((item, {}, {}, None, None))
+            defenses.append(_DefenseEntry(item, {}, {}))
         elif (isinstance(item.get("name"), str) and isinstance(item.get("args") or {}, dict)
               and isinstance(item.get("server") or {}, dict) and not set(item) - DEFENSE_KEYS):
-            only_tasks = _subset(item, "tasks", tasks, str, path)
-            only_seeds = _subset(item, "seeds", seeds, int, path)
-            defenses.append((item["name"], {str(k): v for k, v in (item.get("args") or {}).items()},
-                             {str(k): v for k, v in (item.get("server") or {}).items()}, only_tasks, only_seeds))
+            defenses.append(_DefenseEntry(item["name"], {str(k): v for k, v in (item.get("args") or {}).items()},
+                                          {str(k): v for k, v in (item.get("server") or {}).items()},
+                                          _subset(item, "tasks", tasks, str, path),
+                                          _subset(item, "seeds", seeds, int, path)))
         else:
             raise BenchError(f"grid defense {item!r} must be a name or {{name: ..., args: {{...}}, server: {{...}}, "
                              "tasks: [...], seeds: [...]}}.")
     servers = [{str(k): v for k, v in item.items()} for item in _as_list(grid.get("servers"), "servers", dict)]
     cells = itertools.product(
-        tasks,
-        _as_list(grid.get("encoders"), "encoders") or ["minilm"],
-        defenses or [("none", {}, {}, None, None)],
-        servers or [{}],
-        _as_list(grid.get("attacks"), "attacks") or [None],
-        seeds,
-    )
+        tasks, encoders, defenses, servers or [{}], _as_list(grid.get("attacks"), "attacks") or [None], seeds)
     from bench.models.loading import check_encoder
 
-    for encoder in dict.fromkeys(_as_list(grid.get("encoders"), "encoders") or ["minilm"]):  # named with the file
+    for encoder in dict.fromkeys(encoders):  # named with the file
         check_encoder(encoder, f"grid file {path}")
     specs = []
-    for task, encoder, (defense, args, own_server, only_tasks, only_seeds), server, attack, seed in cells:
-        if (only_tasks is not None and task not in only_tasks) or (only_seeds is not None and seed not in only_seeds):
+    for task, encoder, defense, server, attack, seed in cells:
+        if not defense.runs(task, seed):
             continue
         try:
             specs.append(
                 make_spec(
-                    task=task, encoder=encoder, defense=defense, defense_args=args, attack=attack,
-                    seed=seed, server_args={**server, **own_server}, device_here=here, **settings,
+                    task=task, encoder=encoder, defense=defense.name, defense_args=defense.args, attack=attack,
+                    seed=seed, server_args={**server, **defense.server}, device_here=here, **settings,
                 )
             )
         except (TypeError, ValueError, AttributeError) as exc:
