@@ -40,14 +40,14 @@ ATTRIBUTE_NAMES = ("gender", "age", "person1", "person2", "person3", "person4", 
 
 
 def _metrics() -> tuple[Metric, ...]:
-    overall = (
+    overall = (  # the headline first: Li et al.'s figure, which uses micro F1 where accuracy says nothing (AG News)
+        Metric("table4", False, "Li et al. Table 4's AIA figure, 100 * (1 - X), X = mean accuracy or, where the "
+                                "task says so (AG News), micro F1; higher = less recovered", 0.0, 100.0),
         Metric("accuracy", True, "attacker accuracy, mean over the attributes"),
         Metric("macro_f1", True, "attacker macro F1, mean over the attributes"),
         Metric("micro_f1", True, "F1 of the positive class pooled over the binary attributes (micro average)"),
         Metric("majority", True, "majority-class rate of the attacked set, mean over the attributes (a reference "
                                  "that does not depend on the guesses)"),
-        Metric("table4", False, "Li et al. Table 4's AIA figure, 100 * (1 - X), X = mean accuracy or, where the "
-                                "task says so (AG News), micro F1; higher = less recovered", 0.0, 100.0),
     )
     per = tuple(Metric(f"{name}_{what}", True, f"{text} of attribute {name}")
                 for name in ATTRIBUTE_NAMES

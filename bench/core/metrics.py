@@ -45,13 +45,16 @@ def check_declared(owner: str, metrics: object) -> tuple[Metric, ...]:
     return metrics
 
 
-def check_values(owner: str, declared: tuple[Metric, ...], values: dict[str, float]) -> None:
-    """Every computed metric must be declared (a bug in the component otherwise, named here)."""
+def check_values(owner: str, declared: tuple[Metric, ...], values: dict[str, float]) -> dict[str, float]:
+    """``values`` in the order of the declaration, whatever order the component computed them in (a record lists
+    a component's headline metric first, and readers rank by it); every computed metric must be declared (a bug
+    in the component otherwise, named here)."""
     known = {m.name for m in declared}
     unknown = sorted(set(values) - known)
     if unknown:
         raise BenchError(f"{owner} computed undeclared metric(s) {', '.join(unknown)}; declare them in its "
                          "`metrics`.")
+    return {m.name: values[m.name] for m in declared if m.name in values}
 
 
 

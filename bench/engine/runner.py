@@ -206,11 +206,11 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
     context, output, wanted, protocol = run_defense(spec)
     task, data = context.task, context.data
-    check_values(f"task '{spec.task}'", task.metrics, output.utility)
-    metrics = {f"utility/{name}": value for name, value in output.utility.items()}
+    utility = check_values(f"task '{spec.task}'", task.metrics, output.utility)
+    metrics = {f"utility/{name}": value for name, value in utility.items()}
     directions = {f"utility/{m.name}": m.higher_is_better for m in task.metrics}
     probe = {PROBE_PREFIX + name: value for name, value in output.probe.items()}  # frozen sentence servers only
-    check_values(f"task '{spec.task}' (probe)", probe_metrics(task.metrics), probe)
+    probe = check_values(f"task '{spec.task}' (probe)", probe_metrics(task.metrics), probe)
     metrics.update({f"utility/{name}": value for name, value in probe.items()})
     directions.update({f"utility/{m.name}": m.higher_is_better for m in probe_metrics(task.metrics)})
     notes = dict(data.notes, **output.notes)
@@ -232,8 +232,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):
-            scores = attack.score(found, truth, public)
-            check_values(f"attack '{spec.attack}'", attack_cls.metrics, scores)
+            scores = check_values(f"attack '{spec.attack}'", attack_cls.metrics, attack.score(found, truth, public))
             for name, value in scores.items():
                 metrics[f"{prefix}/{spec.attack}/{name}"] = value
         for metric in attack_cls.metrics:

@@ -73,11 +73,12 @@ def direction(board: pd.DataFrame) -> dict[str, bool]:
 
 
 def column_title(metric: str, higher_is_better: bool) -> str:
-    """A column or axis title with its direction: ``accuracy ↑`` (better), ``identity ↓ safer``."""
+    """A column title with its direction: ``accuracy ↑`` (better), ``rss identity ↓ safer`` (the attack named, so
+    that AIA's accuracy is not read as the task's)."""
     if metric.startswith("utility/"):
         return f"{short(metric)} {'↑' if higher_is_better else '↓'}"
     if metric.startswith("privacy/"):
-        return f"{short(metric)} {'↓' if higher_is_better else '↑'} safer"
+        return f"{metric.split('/')[1]} {short(metric)} {'↓' if higher_is_better else '↑'} safer"
     return f"random {short(metric)}"
 
 

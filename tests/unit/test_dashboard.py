@@ -50,8 +50,8 @@ def test_table_and_scatter(tmp_path, run_app):
     table = app.dataframe[0].value
     assert set(table["defense"]) == {"none", "texthide"}
     assert list(table["rank"]) == [1, 2] and list(table["frontier"]) == [1, 1]  # each wins on one axis
-    assert "accuracy ↑" in table.columns and "identity ↓ safer" in table.columns  # numeric, with directions
-    assert list(table.columns).index("accuracy ↑") < list(table.columns).index("identity ↓ safer")  # utility first
+    assert "accuracy ↑" in table.columns and "rss identity ↓ safer" in table.columns  # numeric, with directions
+    assert list(table.columns).index("accuracy ↑") < list(table.columns).index("rss identity ↓ safer")  # utility first
     assert table["accuracy ↑"].dtype.kind == "f" and set(table["seeds"]) == {2}
     assert any("rss" in header.value for header in app.subheader)
     charts = app.get("vega_lite_chart")
@@ -102,7 +102,7 @@ def test_headline_metric_directions_and_mock_encoders(tmp_path, run_app):
     assert not app.exception
     assert app.selectbox(key="utility:cola").value == "utility/mcc"
     table = app.dataframe[0].value
-    assert set(table["encoder"]) == {"minilm"} and "mse ↑ safer" in table.columns
+    assert set(table["encoder"]) == {"minilm"} and "gradient-matching mse ↑ safer" in table.columns
     spec = app.get("vega_lite_chart")[0].proto.spec
     assert "lower = more recovered" in spec
     app.sidebar.checkbox(key="mocks:cola").check().run()

@@ -41,3 +41,11 @@ def test_metric_declarations_are_checked():
 def test_an_undeclared_computed_metric_is_named():
     with pytest.raises(BenchError, match="bleu"):
         check_values("attack 'x'", (Metric("identity", True, "exact match"),), {"identity": 1.0, "bleu": 0.2})
+
+
+def test_computed_metrics_come_back_in_declared_order():
+    declared = (Metric("accuracy", True, "mean"), Metric("macro_f1", True, "mean"),
+                Metric("gender_accuracy", True, "x"))
+    computed = {"gender_accuracy": 0.6, "macro_f1": 0.4, "accuracy": 0.5}  # per attribute first, as AIA computes
+    assert list(check_values("attack 'aia'", declared, computed).items()) == [
+        ("accuracy", 0.5), ("macro_f1", 0.4), ("gender_accuracy", 0.6)]
