@@ -48,10 +48,11 @@ def claims_frame(report: dict[str, Any]) -> pd.DataFrame:
         checked = sum(c.get("verdict") in ("holds", "fails") for c in checks)
         idle = sum(c.get("verdict") == "not applicable" for c in checks)
         failing = "; ".join(c.get("detail", "") for c in checks if c.get("verdict") == "fails")
+        unresolved = "; ".join(c.get("detail", "") for c in checks if c.get("verdict") == "unresolved")
         lines.append({"claim": claim["id"], "ours": claim["verdict"], "paper": claim.get("paper_verdict", ""),
                       "checked": f"{checked}/{len(checks)}" + (f" ({idle} at chance)" if idle else ""),
-                      "statement": claim.get("text", ""),
-                      "failing checks": failing, "paper says": claim.get("paper_says", "")})
+                      "statement": claim.get("text", ""), "failing checks": failing,
+                      "unresolved by the seeds": unresolved, "paper says": claim.get("paper_says", "")})
     return pd.DataFrame(lines)
 
 

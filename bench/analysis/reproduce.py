@@ -75,7 +75,8 @@ from bench.results.record import ResultRecord
 
 SCHEMA_VERSION = 1
 HOLDS, FAILS, NO_RECORDS, NOT_APPLICABLE = "holds", "fails", "no records", "not applicable"
-VERDICTS = (HOLDS, FAILS, NOT_APPLICABLE, NO_RECORDS)
+UNRESOLVED = "unresolved"
+VERDICTS = (HOLDS, FAILS, UNRESOLVED, NOT_APPLICABLE, NO_RECORDS)
 CHANCE_MARGIN = 0.02  # how far the expected-higher row must beat its chance level for an ordering to count
 OPS = {"gt", "lt", "ge", "le", "within", "increasing", "decreasing"}
 ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std", "ours_scale"}
@@ -428,14 +429,14 @@ def check(spec: dict[str, Any], means: dict[str, float | None], table: str,
     if op not in OPS:
         raise BenchError(f"mapping of '{table}': claim op '{op}' is not one of {', '.join(sorted(OPS))}.")
     judged = _compare(spec, op, margin, means, table, by_seed)
-    if judged["verdict"] in (HOLDS, FAILS) and (why := _at_chance(spec, means, chance)):
+    if judged["verdict"] in (HOLDS, FAILS, UNRESOLVED) and (why := _at_chance(spec, means, chance)):
         judged = {**judged, "verdict": NOT_APPLICABLE, "detail": f"{judged['detail']}; {why}"}
     return judged
 
 
 def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, float | None], table: str,
              by_seed: dict[str, dict[int, float]] | None) -> dict[str, Any]:
-    """The comparison itself: verdict (holds, fails or no records), numbers and detail."""
+    """The comparison itself: verdict (holds, fails, unresolved or no records), numbers and detail."""
     if op in ("increasing", "decreasing"):
         values = [_operand(r, means, table) for r in spec["rows"]]
         if any(v is None for v, _ in values):
@@ -448,8 +449,16 @@ def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, floa
         ok = all(sign * (b - a) > margin for a, b in zip(numbers, numbers[1:]))
         joint = " < " if op == "increasing" else " > "
         steps = f" (steps > {margin:g})" if margin else ""
-        return {"verdict": HOLDS if ok else FAILS, "values": numbers,
-                "detail": f"{op}? " + joint.join(f"{v:.3f}" for v in numbers) + steps + _paired_note(shared)}
+        detail = f"{op}? " + joint.join(f"{v:.3f}" for v in numbers) + steps + _paired_note(shared)
+        seeds = _common_seeds(list(spec["rows"]), by_seed)
+        if seeds:  # each step's paired differences over the seeds: a step whose interval straddles margin is open
+            pairs = zip(zip(spec["rows"], spec["rows"][1:]), zip(numbers, numbers[1:]))
+            verdicts = [_resolved(sign * (b - a) > margin, [sign * (by_seed[y][s] - by_seed[x][s]) for s in seeds],
+                                  margin) for (x, y), (a, b) in pairs]
+            if FAILS not in verdicts and UNRESOLVED in verdicts:
+                return {"verdict": UNRESOLVED, "values": numbers,
+                        "detail": f"{detail}; {_unresolved_note(seeds)}"}
+        return {"verdict": HOLDS if ok else FAILS, "values": numbers, "detail": detail}
     (left, left_name), (right, right_name) = _operand(spec["left"], means, table), _operand(spec["right"], means, table)
     if left is None or right is None:
         missing = [n for v, n in ((left, left_name), (right, right_name)) if v is None]
@@ -467,7 +476,48 @@ def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, floa
     else:  # the relation the numbers have, and the one claimed
         actual = ">" if left > right else "<" if left < right else "="
         detail = f"{left_name} {left:.3f} {actual} {right_name} {right:.3f} (claimed {symbol}{tail})"
-    return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right, "detail": detail + _paired_note(shared)}
+    detail += _paired_note(shared)
+    seeds = _common_seeds([spec["left"], spec["right"]], by_seed)
+    if seeds and op != "within":  # the left-minus-right differences, oriented so that the claim says "> threshold"
+        orient, threshold = {"gt": (1, margin), "ge": (1, -margin), "lt": (-1, margin), "le": (-1, -margin)}[op]
+        differences = [orient * (by_seed[spec["left"]][s] - by_seed[spec["right"]][s]) for s in seeds]
+        if _resolved(ok, differences, threshold, strict=op in ("gt", "lt")) == UNRESOLVED:
+            return {"verdict": UNRESOLVED, "left": left, "right": right,
+                    "detail": f"{detail}; {_unresolved_note(seeds, differences, threshold)}"}
+    return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right, "detail": detail}
+
+
+def _common_seeds(operands: list[Any], by_seed: dict[str, dict[int, float]] | None) -> list[int] | None:
+    """The seeds every operand (each one row of ours) was recorded on, when there are at least two: the seeds
+    whose paired differences measure the comparison's spread; None otherwise (one seed says nothing of it)."""
+    if by_seed is None or not all(isinstance(o, str) and by_seed.get(o) for o in operands):
+        return None
+    shared = sorted(set.intersection(*(set(by_seed[o]) for o in operands)))
+    return shared if len(shared) >= 2 else None
+
+
+def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool = True) -> str:
+    """HOLDS or FAILS (as ``ok`` says) when the 95% confidence interval of the mean paired difference lies on one
+    side of ``threshold`` (the claim being "difference > threshold"), else UNRESOLVED: the seeds do not tell the
+    ordering from the spread between them."""
+    from bench.results.leaderboard import ci95_half_width
+
+    centre = mean(differences)
+    half = float(ci95_half_width([stdev(differences)], [len(differences)])[0])
+    low, high = centre - half, centre + half
+    if (low > threshold if strict else low >= threshold) or (high <= threshold if strict else high < threshold):
+        return HOLDS if ok else FAILS
+    return UNRESOLVED
+
+
+def _unresolved_note(seeds: list[int], differences: list[float] | None = None, threshold: float = 0.0) -> str:
+    if differences is None:
+        return f"unresolved: a step's 95% confidence interval over seeds {_seed_list(seeds)} straddles its threshold"
+    from bench.results.leaderboard import ci95_half_width
+
+    half = float(ci95_half_width([stdev(differences)], [len(differences)])[0])
+    return (f"unresolved: the paired difference over seeds {_seed_list(seeds)} is {mean(differences):+.3f} ± "
+            f"{half:.3f} (95% CI), which straddles {threshold + 0.0:g}")
 
 
 def _paired_note(shared: list[int] | None) -> str:
@@ -478,12 +528,15 @@ def _paired_note(shared: list[int] | None) -> str:
 
 def combine(verdicts: list[str]) -> str:
     """A claim fails if any check fails; else it has no records if any check lacks them; else it is not
-    applicable if no check is; else it holds (not-applicable checks left out)."""
+    applicable if no check is; else it is unresolved if any check is; else it holds (not-applicable checks left
+    out)."""
     if FAILS in verdicts:
         return FAILS
     if NO_RECORDS in verdicts or not verdicts:
         return NO_RECORDS
-    return NOT_APPLICABLE if all(v == NOT_APPLICABLE for v in verdicts) else HOLDS
+    if all(v == NOT_APPLICABLE for v in verdicts):
+        return NOT_APPLICABLE
+    return UNRESOLVED if UNRESOLVED in verdicts else HOLDS
 
 
 def judge(claims: list[dict[str, Any]], ours: dict[str, float | None], paper: dict[str, float | None],

@@ -615,9 +615,10 @@ def _run_missing(rep, store, table: str, records) -> None:
 
 
 def _coverage_table(rows) -> Table:
+    from bench.analysis.reproduce import VERDICTS
+
     table = Table(title="reference tables and our records", title_justify="left")
-    for column in ("table", "status", "rows with records", "cells used",
-                   "claims: holds / fails / not applicable / no records"):
+    for column in ("table", "status", "rows with records", "cells used", "claims: " + " / ".join(VERDICTS)):
         table.add_column(column)
     for row in rows:
         if row["status"] != "mapped":
@@ -625,8 +626,7 @@ def _coverage_table(rows) -> Table:
             continue
         claims = row["claims"]
         table.add_row(row["table"], "mapped", f"{row['rows_with_records']} / {row['rows']}", str(row["cells"]),
-                      f"{claims['holds']} / {claims['fails']} / {claims.get('not applicable', 0)} / "
-                      f"{claims['no records']}")
+                      " / ".join(str(claims.get(verdict, 0)) for verdict in VERDICTS))
     return table
 
 
@@ -642,7 +642,8 @@ def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
 
     from bench.analysis import reproduce as rep
 
-    verdict_style = {"holds": "green", "fails": "red", "not applicable": "cyan", "no records": "yellow"}
+    verdict_style = {"holds": "green", "fails": "red", "unresolved": "magenta", "not applicable": "cyan",
+                     "no records": "yellow"}
     console.print(f"[bold]{report['title']}[/bold]  ({report['paper_table']}, {report['reference']})", highlight=False)
     for side, setting in (("paper", report["paper_setting"]), ("ours", report["our_setting"])):
         if setting:
@@ -680,8 +681,10 @@ def _print_reproduction(console: Console, report: dict, recorded: bool) -> None:
     for claim in report["claims"]:
         checked, idle = rep.check_counts(claim)
         failing = [c["detail"] for c in claim["checks"] if c["verdict"] == "fails"][:3]
+        open_ = [c["detail"] for c in claim["checks"] if c["verdict"] == rep.UNRESOLVED][:2]
         detail = (f"{checked}/{len(claim['checks'])} checked" + (f", {idle} at chance (not applicable)" if idle else "")
-                  + ("; failing: " + "; ".join(failing) if failing else ""))
+                  + ("; failing: " + "; ".join(failing) if failing else "")
+                  + (f"; {len(open_)} unresolved by the seeds: " + "; ".join(open_) if open_ else ""))
         claims.add_row(f"{claim['id']}\n[dim]{claim['text']}[/dim]",
                        f"[{verdict_style[claim['verdict']]}]{claim['verdict']}[/]",
                        claim["paper_verdict"] if claim["paper_verdict"] != "no records" else "n/a", detail)
