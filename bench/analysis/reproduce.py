@@ -55,6 +55,14 @@ has a chance level and does not beat it by more than ``CHANCE_MARGIN`` is *not a
 whose every check is not applicable is not applicable, and one with some applicable checks is judged on those.
 The rule applies to every table alike, and never to the paper's side.
 
+An ordering is also only a finding where the seeds resolve it. Where the rows of a comparison (each one row of ours)
+share at least two seeds, the per-seed paired differences, oriented so that the claim reads "difference >
+threshold" (the threshold being the check's margin, negated for ``ge`` / ``le``), give a mean and its 95%
+confidence interval (Student's t); an interval that straddles the threshold makes the check *unresolved* rather
+than holding or failing on the mean's sign (``increasing`` / ``decreasing``: step by step; a step resolved the wrong
+way still fails). A claim fails if any check fails, else is unresolved if any applicable check is. One seed has no
+spread and is judged on its numbers; the paper's side never is unresolved.
+
 This module reads records and files only (no torch): the dashboard and tests use it offline.
 """
 
