@@ -13,6 +13,9 @@ rate at least ``TARGET_SPEEDUP`` times the loop's. Beside them, what the ``ndd``
 in candidates decided per second, the share of the batched scorer's masked copies it ran, and the sentences
 where its choice equals the batched scores' argmin. With ``selection_bf16`` the selection runs once more under
 bf16 autocast (``--precision bf16`` of a cell; no longer exact), its choices compared with the float32 argmin.
+The ceiling (``forward_ceiling``) is the MLM's forward pass alone on full batches of the workload's masked copies,
+converted to candidates per second with the copies exact scoring needs: no exact scorer beats it here, so it says
+whether the target is reachable on this machine at all.
 The MLM's head may be untrained (minilm): the cost does not depend on its weights.
 """
 
@@ -93,6 +96,45 @@ def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[di
     return items
 
 
+def forward_ceiling(mlm, items: list, batch_size: int) -> dict[str, float]:
+    """Masked copies per second of the MLM's forward pass alone, on full batches of the workload's own copies
+    (every position of every sentence masked in turn, sorted by length so that padding is small), with the
+    vocabulary projection at the masked position and no bookkeeping: the rate no exact NDD scorer beats on this
+    machine. Every full batch runs once (a partial last batch is left out)."""
+    from bench.privacy.ndd import masked_log_probs
+
+    mask_id = mlm.tokenizer.mask_token_id
+    copies = []
+    for item in items:
+        frame = np.concatenate([[mlm.tokenizer.cls_token_id], item["ids"], [mlm.tokenizer.sep_token_id]])
+        copies += [(frame, k + 1) for k in range(len(item["ids"]))]
+    copies.sort(key=lambda copy: len(copy[0]))
+    size = min(batch_size, len(copies))  # a tiny workload: one batch of all
+    batches = [_batch(copies[lo: lo + size], mask_id) for lo in range(0, len(copies) - size + 1, size)]
+    masked_log_probs(mlm, *batches[len(batches) // 2])  # warm-up
+    started = time.perf_counter()
+    for batch in batches:
+        masked_log_probs(mlm, *batch)
+    elapsed = time.perf_counter() - started
+    return {"ceiling_copies_per_s": len(batches) * size / elapsed, "ceiling_copies": len(batches) * size,
+            "ceiling_s": elapsed}
+
+
+def _masked_rows(items: list) -> int:
+    """Masked copies exact scoring runs for ``items``: each sentence's own, then each candidate's unchanged ones."""
+    return int(sum(len(i["ids"]) + sum(len(i["ids"]) - (i["span"][1] - i["span"][0]) for _ in i["candidates"])
+                   for i in items))
+
+
+def _batch(copies: list, mask_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (padded with -1) and masked columns of a batch of ``(frame, column)`` copies."""
+    from bench.privacy.ndd import prefilled_rows
+
+    where = np.array([column for _, column in copies])
+    rows = prefilled_rows([frame for frame, _ in copies], list(where), [np.array([mask_id])] * len(copies))
+    return rows, where
+
+
 def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: int = 10, candidates: int = 8,
                  mu: float = 0.5, batch_size: int = 64, seed: int = 0, selection_bf16: bool = False,
                  progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
@@ -159,12 +201,25 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
     batched_rate = sentences * candidates / batched_s
     loop_rate = loop_sentences * candidates / loop_s if loop_sentences else None
     tokens = [len(item["ids"]) for item in items]
+    masked_rows = _masked_rows(items)
+    progress("the MLM's forward pass alone on full batches (the ceiling)")
+    ceiling = forward_ceiling(mlm, items, batch_size)
+    # exact scoring needs masked_rows copies for the workload's candidates: the ceiling in candidates per second
+    ceiling_rate = ceiling["ceiling_copies_per_s"] * sentences * candidates / masked_rows
+    subset_ceiling = None  # like for like: the ceiling on the loop's own (shorter) sentences
+    if loop_sentences:
+        subset = items[:loop_sentences]
+        subset_ceiling = (forward_ceiling(mlm, subset, batch_size)["ceiling_copies_per_s"]
+                          * loop_sentences * candidates / _masked_rows(subset))
     return {
         "encoder": encoder, "head": mlm.head, "sentences": sentences, "loop_sentences": loop_sentences,
         "candidates": candidates, "mu": mu, "batch_size": batch_size, "seed": seed,
         "mean_tokens": float(np.mean(tokens)),
-        "masked_rows": int(sum(len(i["ids"]) + sum(len(i["ids"]) - (i["span"][1] - i["span"][0])
-                                                   for _ in i["candidates"]) for i in items)),
+        "masked_rows": masked_rows, **ceiling, "ceiling_candidates_per_s": ceiling_rate,
+        "ceiling_speedup": ceiling_rate / loop_rate if loop_rate else None,
+        "ceiling_subset_candidates_per_s": subset_ceiling,
+        "ceiling_subset_speedup": subset_ceiling / loop_rate if loop_rate else None,
+        "batched_share_of_ceiling": batched_rate / ceiling_rate,
         "batched_s": batched_s, "batched_candidates_per_s": batched_rate,
         "loop_s": loop_s, "loop_candidates_per_s": loop_rate,
         "speedup": batched_rate / loop_rate if loop_rate else None, "target": TARGET_SPEEDUP,
@@ -203,6 +258,16 @@ def ndd_table(row: dict[str, Any]):
                       "met" if row["subset_speedup"] >= row["target"] else "missed")
         table.add_row("plain loop", str(row["loop_sentences"]), str(row["loop_sentences"] * row["candidates"]),
                       f"{row['loop_s']:.1f}", f"{row['loop_candidates_per_s']:.2f}", "1.0x", "")
+    if row.get("ceiling_candidates_per_s"):
+        rate = row["ceiling_candidates_per_s"]
+        table.add_row("ceiling: the forward passes exact scoring needs, alone", str(row["sentences"]),
+                      str(row["sentences"] * row["candidates"]), "", f"{rate:.2f}",
+                      f"{row['ceiling_speedup']:.1f}x" if row.get("ceiling_speedup") else "-", "")
+    if row.get("ceiling_subset_candidates_per_s"):
+        table.add_row("ceiling, the loop's sentences", str(row["loop_sentences"]),
+                      str(row["loop_sentences"] * row["candidates"]), "",
+                      f"{row['ceiling_subset_candidates_per_s']:.2f}", f"{row['ceiling_subset_speedup']:.1f}x",
+                      "reachable" if row["ceiling_subset_speedup"] >= row["target"] else "out of reach")
     if row.get("select_s"):
         table.add_row("selection: the argmin only (ndd defense)", str(row["sentences"]),
                       str(row["sentences"] * row["candidates"]), f"{row['select_s']:.1f}",
@@ -220,6 +285,10 @@ def ndd_table(row: dict[str, Any]):
                       f"copies and chose the batched argmin in {row['select_agrees']}/{row['sentences']}; ")
     if row.get("select_bf16_s"):
         agreement += f"bf16 selection chose the float32 argmin in {row['select_bf16_agrees']}/{row['sentences']}; "
+    if row.get("ceiling_candidates_per_s"):
+        agreement += (f"the MLM alone runs {row['ceiling_copies_per_s']:.0f} masked copies/s on full batches and exact "
+                      f"scoring needs {row['masked_rows']:,} copies, so the batched scorer runs at "
+                      f"{row['batched_share_of_ceiling']:.0%} of that ceiling; ")
     table.caption = (f"mu {row['mu']:g}; mean {row['mean_tokens']:.1f} tokens/sentence; {agreement}"
                      f"load average {row['machine'].get('load_average')}")
     return table

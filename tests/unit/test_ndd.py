@@ -199,6 +199,10 @@ def test_perf_rows_time_the_scorer_the_loop_and_the_selection(tiny_mlm, monkeypa
     assert row["select_agrees"] == 3 and 0 < row["select_copies"] <= row["select_copies_exhaustive"]
     assert row["max_abs_difference"] < 1e-6 and row["mu"] == 0.9
     assert 0 <= row["select_bf16_agrees"] <= 3 and row["select_bf16_s"] > 0
+    # the ceiling: the forward passes alone, converted with the copies exact scoring needs
+    assert row["ceiling_copies"] >= 3 and row["ceiling_copies_per_s"] > 0 and row["ceiling_subset_speedup"] > 0
+    assert row["ceiling_candidates_per_s"] == pytest.approx(row["ceiling_copies_per_s"] * 9 / row["masked_rows"])
+    assert "of that ceiling" in ndd_perf.ndd_table(row).caption
     console = Console(width=200, record=True)
     console.print(ndd_perf.ndd_table(row))
     text = console.export_text()
