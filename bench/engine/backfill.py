@@ -84,13 +84,18 @@ def _reordered(line: str, report: BackfillReport) -> str | None:
 
     from bench.core.errors import BenchError
     from bench.core.registry import ATTACKS
+    from bench.results.migrations import SCHEMA_VERSION
     from bench.results.record import ResultRecord
 
     try:
+        raw = json.loads(line)
         record = ResultRecord.model_validate_json(line)
-    except ValidationError:
+    except (json.JSONDecodeError, ValidationError):
         if line.strip():
             report.skip("unreadable line (left as it is)")
+        return None
+    if raw.get("schema_version") != SCHEMA_VERSION:  # rewriting it would also migrate it: not a reorder only
+        report.skip("older record schema (left as it is; it is migrated when read)")
         return None
     attack = record.spec.get("attack")
     if not attack:

@@ -49,12 +49,18 @@ def test_backfill_lists_an_attacks_metrics_in_declared_order_values_untouched(ti
                                    "higher_is_better": {k: fresh.higher_is_better[k] for k in old_order}})
     store.append(old)
     store.append(fresh)  # already in order: its line stays byte for byte
-    before = store.files()[0].read_text().splitlines()
+    path = store.files()[0]
+    older = json.loads(path.read_text().splitlines()[0])
+    older["schema_version"] = 1  # rewriting a schema-1 record would migrate it too: left as it is
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(older) + "\n")
+    before = path.read_text().splitlines()
 
     report = order_attack_metrics(store.records_dir)
 
-    after = store.files()[0].read_text().splitlines()
-    assert report.updated == 1 and after[1] == before[1]
+    after = path.read_text().splitlines()
+    assert report.updated == 1 and after[1:] == before[1:]
+    assert report.skipped == {"older record schema (left as it is; it is migrated when read)": 1}
     assert after[0] == before[1].replace(fresh.run_id, old.run_id)  # the same line as the runner writes today
     assert json.loads(after[0]) == json.loads(before[0])  # same keys and values, only their order moved
     assert order_attack_metrics(store.records_dir).updated == 0  # idempotent
