@@ -216,12 +216,13 @@ def _mean_std(mean, std, n) -> str:
 
 def report(board: pd.DataFrame, source: str) -> str:
     """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
-    and the attack's first metric (mean ± std over seeds), its random guess and the advantage over it."""
+    and the attack's headline metric (mean ± std over seeds), its random guess and the advantage over it."""
     headline = headline_metrics(board)
     up = direction(board)
     lines = [f"Printed by `bench report` from the records in `{source}` (means ± sample std over seeds, then "
              "the mean's 95% confidence interval, Student's t; a value without ± is one seed). Rank = frontier "
-             "layer on (headline utility, the attack's first metric), then utility; layer 1 is the Pareto frontier. "
+             "layer on (headline utility, the attack's headline metric: the first it declares), then utility; "
+             "layer 1 is the Pareto frontier. "
              "Advantage = attack success minus the random guess scored in the same cells, oriented so that positive "
              "means the attack beats a guess.", ""]
     tasks = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index
