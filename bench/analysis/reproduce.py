@@ -504,14 +504,18 @@ def _common_seeds(operands: list[Any], by_seed: dict[str, dict[int, float]] | No
     return shared if len(shared) >= 2 else None
 
 
+def _interval(differences: list[float]) -> tuple[float, float]:
+    """The mean paired difference and the half-width of its 95% confidence interval (Student's t)."""
+    from bench.results.leaderboard import ci95_half_width
+
+    return mean(differences), float(ci95_half_width([stdev(differences)], [len(differences)])[0])
+
+
 def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool = True) -> str:
     """HOLDS or FAILS (as ``ok`` says) when the 95% confidence interval of the mean paired difference lies on one
     side of ``threshold`` (the claim being "difference > threshold"), else UNRESOLVED: the seeds do not tell the
     ordering from the spread between them."""
-    from bench.results.leaderboard import ci95_half_width
-
-    centre = mean(differences)
-    half = float(ci95_half_width([stdev(differences)], [len(differences)])[0])
+    centre, half = _interval(differences)
     low, high = centre - half, centre + half
     if (low > threshold if strict else low >= threshold) or (high <= threshold if strict else high < threshold):
         return HOLDS if ok else FAILS
@@ -521,10 +525,8 @@ def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool
 def _unresolved_note(seeds: list[int], differences: list[float] | None = None, threshold: float = 0.0) -> str:
     if differences is None:
         return f"unresolved: a step's 95% confidence interval over seeds {_seed_list(seeds)} straddles its threshold"
-    from bench.results.leaderboard import ci95_half_width
-
-    half = float(ci95_half_width([stdev(differences)], [len(differences)])[0])
-    return (f"unresolved: the paired difference over seeds {_seed_list(seeds)} is {mean(differences):+.3f} ± "
+    centre, half = _interval(differences)
+    return (f"unresolved: the paired difference over seeds {_seed_list(seeds)} is {centre:+.3f} ± "
             f"{half:.3f} (95% CI), which straddles {threshold + 0.0:g}")
 
 

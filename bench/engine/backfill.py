@@ -89,8 +89,8 @@ def _reordered(line: str, report: BackfillReport) -> str | None:
 
     try:
         raw = json.loads(line)
-        record = ResultRecord.model_validate_json(line)
-    except (json.JSONDecodeError, ValidationError):
+        record = ResultRecord.model_validate(raw)
+    except (json.JSONDecodeError, ValidationError, TypeError):
         if line.strip():
             report.skip("unreadable line (left as it is)")
         return None
