@@ -169,7 +169,7 @@ def _beam_fill(mlm, rows: list[np.ndarray], ranges: list[tuple[int, int]], k: in
     for step in range(max(lengths, default=0)):
         active = [j for j, n in enumerate(lengths) if n > step]
         items = [(j, b) for j in active for b in range(len(beams[j]))]
-        # rows of like length share a forward pass, so little of it is padding (a third of PTB's, unsorted);
+        # rows of like length share a forward pass, so little of it is padding (a quarter of PTB's, unsorted);
         # the sort is stable, so a job's beams keep their order and ties break as before
         items.sort(key=lambda item: len(frames[item[0]]))
         out = {j: [] for j in active}
