@@ -113,7 +113,6 @@ def test_std_is_a_spread_over_seeds_and_absent_for_one_seed(tmp_path):
     assert rows["matched 50"]["std"] == pytest.approx(0.01414, abs=1e-4)
 
 
-
 def test_a_matched_row_is_a_mean_over_the_seeds_both_endpoints_have(tmp_path):
     store = toy_results(tmp_path)  # eta 10 and 60 on seeds 0-1
     for seed in (2, 3):  # eta 60 alone gains two seeds, far from the others
@@ -124,6 +123,7 @@ def test_a_matched_row_is_a_mean_over_the_seeds_both_endpoints_have(tmp_path):
     row = {row["id"]: row["ours"] for row in rep.reproduce(tmp_path, "toy", records)["rows"]}["matched 50"]
     # halfway between 0.5 and 0.7 on seeds 0 and 1; eta 60's mean over four seeds (0.8) would give 0.65
     assert row["mean"] == pytest.approx(0.6) and row["n"] == 2 and row["seeds"] == [0, 1]
+
 
 def test_markdown_lists_recorded_rows_and_every_claim(tmp_path):
     store = toy_results(tmp_path)

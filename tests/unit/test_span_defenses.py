@@ -273,7 +273,6 @@ def test_beam_search_with_one_beam_is_greedy(patched_mlm):
     assert len(several) == 5 and len(set(several)) == 5
 
 
-
 def test_beam_search_of_many_slots_together_equals_each_alone(patched_mlm, monkeypatch):
     """Rows of different lengths, regrouped by length into forward passes of a few rows, fill as if alone."""
     import attacks.span_recovery as span_recovery
@@ -287,6 +286,7 @@ def test_beam_search_of_many_slots_together_equals_each_alone(patched_mlm, monke
     alone = [span_recovery._beam_fill(patched_mlm, [row], [span], 3)[0] for row, span in zip(rows, ranges)]
     assert together == alone
     assert [len(f[0]) for f in together] == [2, 1, 3, 1]
+
 
 def test_span_recovery_scores_verbatim_mlm_and_frequency_guesses():
     from attacks.span_recovery import SlotGuesses, SpanRecovery
