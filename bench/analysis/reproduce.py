@@ -365,10 +365,11 @@ def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float
     chance = None if a.chance is None or b.chance is None else (a.chance + b.chance) / 2  # same data
     spread = stdev(by_seed.values()) if len(by_seed) > 1 else None  # over the seeds both endpoints have
     if by_seed:  # mean, std and n over the same seeds: an endpoint's extra seeds would move the mean alone
-        return Cell(mean=mean(by_seed.values()), std=spread, n=len(by_seed), seeds=sorted(by_seed),
-                    setting=setting, note=where, by_seed=by_seed, chance=chance)
-    return Cell(mean=a.mean + weight * (b.mean - a.mean), std=spread, n=min(a.n, b.n),
-                seeds=seeds, setting=setting, note=where, by_seed=by_seed, chance=chance)
+        centre, n, seeds = mean(by_seed.values()), len(by_seed), sorted(by_seed)
+    else:
+        centre, n = a.mean + weight * (b.mean - a.mean), min(a.n, b.n)
+    return Cell(mean=centre, std=spread, n=n, seeds=seeds, setting=setting, note=where, by_seed=by_seed,
+                chance=chance)
 
 
 # ----------------------------------------------------------------------------------------------------------------
