@@ -165,6 +165,9 @@ def test_a_reader_switches_views_and_opens_provenance(server):
             page.get_by_role("option").nth(1).click()
             heading = page.get_by_text(re.compile("^Provenance of "))
             heading.wait_for(timeout=WAIT_MS)
+            # the heading can paint a delta before the body, and before the status widget shows the run
+            main.get_by_text(re.compile(r"git_sha [0-9a-f]{40}")).first.wait_for(timeout=WAIT_MS)
+            main.get_by_text("notes (per seed)").first.wait_for(timeout=WAIT_MS)  # the provenance's last element
             _idle(page)
             heading.scroll_into_view_if_needed()
             timings["open provenance"] = time.monotonic() - started
