@@ -195,7 +195,7 @@ def leaderboard(root: Path) -> None:
     if view == "Sweeps":
         render_sweeps(task, attack, cache_key)
     elif view == "Adaptation":
-        render_adaptation(shown, task)
+        render_adaptation(shown, seeds, task)
     else:
         privacy_view(shown, board, seeds, raw, task, attack, cache_key)
 
@@ -437,13 +437,16 @@ def render_sweeps(task: str, attack: str, cache_key: tuple) -> None:
                            width="stretch")
 
 
-def render_adaptation(shown: pd.DataFrame, task: str) -> None:
+def render_adaptation(shown: pd.DataFrame, seeds: pd.DataFrame, task: str) -> None:
     """Utility gained by privacy-adaptive pretraining over the unadapted encoder, per privacy parameter."""
-    gains = adaptation_gains(shown)
+    gains = adaptation_gains(shown, seeds)
     st.subheader(f"Privacy-adaptive pretraining on {literal(task)}: utility gained over the unadapted encoder")
     if gains.empty:
         st.info("No adapted setting with an unadapted one to compare.")
         return
+    st.caption("gain: the mean over the seeds both settings have (gain_n) of adapted minus unadapted utility, "
+               "± gain_ci95 (95% half-width); gain_n 0 means the per-seed values are not loaded and the gain is the "
+               "difference of the two means, unpaired.")
     st.dataframe(gains.drop(columns=["task"]), hide_index=True, width="stretch")
     for (defense, attack, metric), rows in gains.groupby(["defense", "attack", "metric"]):
         parameter = sweep_parameter(rows)

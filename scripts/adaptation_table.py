@@ -5,8 +5,10 @@ Usage:
     python scripts/adaptation_table.py --defense dchi-text [--seeds 0,1,2] [--results-dir results]
 
 One row per eta: the unadapted encoder's mean accuracy, then each objective's mean and its seed-paired gain over the
-unadapted cell of the same configuration (same defense arguments, attack arguments and sizes, no server option).
-The token inversion accuracy in the first column is the unadapted cells' mean. docs/results.md prints its output.
+unadapted cell of the same configuration (same defense arguments, attack arguments and sizes, no server option) with
+the gain's 95% half-width over the paired seeds: ``dashboard.adaptation.adaptation_gains``, the dashboard's own
+figure. The token inversion accuracy in the first column is the unadapted cells' mean. docs/results.md prints its
+output.
 """
 
 from __future__ import annotations
@@ -20,22 +22,30 @@ ACCURACY, INVERSION = "utility/accuracy", "privacy/inversion/token_accuracy"
 
 def adaptation_rows(frame, defense: str, task: str, seeds: list[int]) -> list[str]:
     """Markdown rows of the table for ``defense`` on ``task`` over ``seeds`` (from ``seed_frame``)."""
+    from bench.results.leaderboard import aggregate
+    from dashboard.adaptation import adaptation_gains
+
     cells = frame[(frame.defense == defense) & (frame.task == task) & (frame.attack == "inversion")
                   & frame.seed.isin(seeds)]
-    adapted = cells[cells.server_args.str.startswith("adapt=")]
-    keys = ["defense_args", "attack_args", "n_train", "n_eval"]
+    board = aggregate(cells)
+    gains = adaptation_gains(board, cells)
+    gains = gains[gains.metric == ACCURACY]
+    keys = ["attack_args", "n_train", "n_eval"]
+    inversion = (board[(board.server_args == "") & (board.metric == INVERSION)]
+                 .set_index(["defense_args", *keys])["mean"])
     rows = []
-    for (args, attack_args, n_train, n_eval), group in adapted.groupby(keys, sort=False):
-        twin = cells[(cells.server_args == "") & (cells.defense_args == args) & (cells.attack_args == attack_args)
-                     & (cells.n_train == n_train) & (cells.n_eval == n_eval)]
-        base = twin[twin.metric == ACCURACY].set_index("seed").value
-        inversion = twin[twin.metric == INVERSION].value.mean()
-        line = [f"{args.removeprefix('eta=').removesuffix('.0')} ({inversion:.3f})", f"{base.mean():.3f}"]
+    for (mechanism, *setting), group in gains.groupby(["mechanism", *keys]):
+        line = [f"{mechanism.removeprefix('eta=').removesuffix('.0')} ({inversion[(mechanism, *setting)]:.3f})",
+                f"{group.unadapted.iloc[0]:.3f}"]
+        by_objective = group.set_index("objective")
         for objective in OBJECTIVES:
-            ours = group[(group.server_args == f"adapt={objective}") & (group.metric == ACCURACY)].set_index("seed")
-            gain = (ours.value - base.reindex(ours.index)).mean()
-            line.append(f"{ours.value.mean():.3f} ({gain:+.3f})" if len(ours) else "-")
-        rows.append((float(args.removeprefix("eta=")), "| " + " | ".join(line) + " |"))
+            if objective not in by_objective.index:
+                line.append("-")
+                continue
+            row = by_objective.loc[objective]
+            spread = f" ± {row.gain_ci95:.3f}" if row.gain_n > 1 else ""
+            line.append(f"{row.adapted:.3f} ({row.gain:+.3f}{spread})")
+        rows.append((float(mechanism.removeprefix("eta=")), "| " + " | ".join(line) + " |"))
     return [row for _, row in sorted(rows)]
 
 

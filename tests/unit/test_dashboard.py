@@ -10,8 +10,10 @@ from bench.results.leaderboard import summarize
 from bench.results.store import ResultStore
 from tests.unit.test_store import make_record
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
-REPO_RESULTS = Path(__file__).resolve().parents[2] / "results"
+ROOT = Path(__file__).resolve().parents[2]
+
+APP = str(ROOT / "dashboard" / "app.py")
+REPO_RESULTS = ROOT / "results"
 
 
 def board_with_two_defenses(root: Path) -> None:
@@ -313,6 +315,47 @@ def test_adaptation_gains_pair_each_adapted_setting_with_its_unadapted_one(tmp_p
     found = sweeps(board)  # adapted and unadapted settings are separate eta sweeps, not one broken sweep
     assert set(found["fixed"]) == {"", "adapt=denoising", "adapt=vanilla", "adapt=denoising,adapt_lr=0.0002"}
     assert adaptation_gains(board[board["server_args"].fillna("") == ""]).empty
+
+
+def test_adaptation_gain_is_paired_by_seed_when_the_seed_sets_differ(tmp_path):
+    from bench.results.leaderboard import aggregate, seed_frame
+    from dashboard.adaptation import adaptation_gains
+
+    store = ResultStore(tmp_path)
+    seed_effect = {0: 0.5, 1: 0.6, 2: 0.7}  # the head's seed moves utility far more than adaptation does
+    for seed, base in seed_effect.items():
+        for adapt, shift in (("", 0.0), ("prob", 0.01)):
+            if adapt and seed == 2:
+                continue  # the adapted setting has seeds 0-1 only, its twin 0-2
+            spec = {**make_record().spec, "defense": "dchi-token", "defense_args": {"eta": 60.0},
+                    "server": {"adapt": adapt} if adapt else {}, "attack": "inversion"}
+            store.append(make_record(seed, defense="dchi-token", config_hash=f"eta60{adapt}", spec=spec,
+                                     metrics={"utility/accuracy": base + shift}))
+    seeds = seed_frame(store.read()[0])
+    board = aggregate(seeds)
+    paired = adaptation_gains(board, seeds).iloc[0]
+    assert paired["gain"] == pytest.approx(0.01) and paired["gain_n"] == 2
+    assert paired["gain_ci95"] == pytest.approx(0.0, abs=1e-9)
+    assert paired["adapted_n"] == 2 and paired["unadapted_n"] == 3
+    unpaired = adaptation_gains(board).iloc[0]  # leaderboard.csv alone: the difference of the means, said so
+    assert unpaired["gain"] == pytest.approx(0.56 - 0.6) and unpaired["gain_n"] == 0
+
+
+def test_the_adaptation_table_script_prints_the_dashboards_paired_gains(tmp_path):
+    import importlib.util
+
+    from bench.results.leaderboard import seed_frame
+
+    spec = importlib.util.spec_from_file_location("adaptation_table", ROOT / "scripts" / "adaptation_table.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    board_with_adaptation(tmp_path)
+    frame = seed_frame(ResultStore(tmp_path).read()[0])
+    rows = script.adaptation_rows(frame, "dchi-token", "sst2", [0, 1])
+    # eta 60: inversion 0.3, unadapted 0.5 + 0.015 + seed / 100; vanilla -0.02, prob never run, denoising +0.1
+    assert rows[0] == "| 60 (0.300) | 0.520 | 0.500 (-0.020 ± 0.000) | - | 0.620 (+0.100 ± 0.000) |"
+    assert [row.split(" (")[0] for row in rows] == ["| 60", "| 120", "| 1000"]
+    assert script.adaptation_rows(frame, "dchi-token", "sst2", [1])[0].endswith("| 0.625 (+0.100) |")
 
 
 def test_adaptation_section_charts_gain_against_eta(tmp_path, run_app):
