@@ -185,9 +185,35 @@ def test_probe_ranking_scores():
     patients = [Patient("A", "B", "F", ("c1",)), Patient("C", "D", "M", ("c2", "c3"))]
     conditions = ["c1", "c2", "c3", "c4"]
     perfect = ConditionRanking(np.array([[4.0, 1, 2, 3], [1.0, 4, 3, 2]]), conditions)
-    assert ranking_scores(perfect, patients) == {"auc": 1.0, "p_at_10": pytest.approx(0.15)}
+    # each ranking puts its own patient's conditions first, so the other patient's last: no chance of a link
+    assert ranking_scores(perfect, patients) == {"auc": 1.0, "p_at_10": pytest.approx(0.15), "auc_chance": 0.0,
+                                                 "p_at_10_chance": pytest.approx(0.15)}
     reversed_ = ConditionRanking(-perfect.scores, conditions)
     assert ranking_scores(reversed_, patients)["auc"] == 0.0
+    same = ConditionRanking(np.array([[4.0, 3, 2, 1], [4.0, 3, 2, 1]]), conditions)  # the name changes nothing
+    scores = ranking_scores(same, patients)
+    assert scores["auc"] == pytest.approx(scores["auc_chance"]) == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_probe_scores_equal_sklearns_per_pair_with_ties():
+    from sklearn.metrics import roc_auc_score
+
+    from attacks.condition_probe import ConditionRanking, ranking_scores
+
+    rng = np.random.default_rng(0)
+    conditions = [f"c{i}" for i in range(30)]
+    patients = [Patient("A", str(i), "F", tuple(rng.choice(conditions, size=rng.integers(0, 4), replace=False)))
+                for i in range(12)]
+    ranking = ConditionRanking(rng.integers(0, 6, size=(12, 30)).astype(float), conditions)  # many ties
+    truth = [np.array([c in p.conditions for c in conditions]) for p in patients]
+    valid = [j for j in range(12) if 0 < truth[j].sum() < 30]
+    own = np.mean([roc_auc_score(truth[i], ranking.scores[i]) for i in valid])
+    other = np.mean([roc_auc_score(truth[j], ranking.scores[i]) for i in range(12) for j in valid if i != j])
+    top = [np.argsort(-row, kind="stable")[:10] for row in ranking.scores]
+    precision = np.mean([truth[i][top[i]].sum() / 10 for i in range(12)])
+    scores = ranking_scores(ranking, patients)
+    assert scores["auc"] == pytest.approx(own, abs=1e-12) and scores["auc_chance"] == pytest.approx(other, abs=1e-12)
+    assert scores["p_at_10"] == pytest.approx(precision, abs=1e-12)
 
 
 @pytest.mark.parametrize("attack, args", [("name-generation", "samples=0"), ("name-generation", "top_k=0"),
