@@ -12,7 +12,10 @@ and the condition, the condition's WordPieces all replaced by [MASK], and the co
 log-probability the MLM gives its pieces at those positions (all rows of all patients batched). Conditions are
 ranked per patient by that score; ``auc`` is the ROC AUC of the ranking against the patient's true conditions
 (averaged over patients with at least one true and one false condition), ``p_at_10`` the share of true
-conditions among the ten ranked first (averaged over patients).
+conditions among the ten ranked first (averaged over patients). ``auc_chance`` and ``p_at_10_chance`` (version 2,
+ours): the same scores of each patient's ranking against every *other* probed patient's true conditions, averaged
+over all such pairs. A ranking that ignores the name (a model that learnt how common each condition is, and no
+link) scores the same against any patient, so ``auc`` minus ``auc_chance`` is what the name adds.
 
 Random reference: the condition-frequency baseline, the same ranking for every patient (most frequent first; ties
 broken at random), scored the same way: what the adversary knows without the model.
@@ -41,11 +44,15 @@ class ConditionRanking:
 class ConditionProbe(Attack):
     """Rank the public conditions for each patient's name by the MLM's probability of filling them."""
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: auc_chance, p_at_10_chance
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("auc", True, "ROC AUC of each patient's condition ranking against the true conditions (mean)"),
         Metric("p_at_10", True, "share of true conditions among each patient's ten best-ranked conditions (mean)"),
+        Metric("auc_chance", True, "auc of each patient's ranking against another probed patient's conditions (mean "
+                                   "over all pairs): the ranking's score without the name-condition link"),
+        Metric("p_at_10_chance", True, "p_at_10 of each patient's ranking against another probed patient's "
+                                       "conditions (mean over all pairs)"),
     )
 
     patients: int = 100  # patients probed (the first of the corpus; all when fewer)
@@ -75,7 +82,8 @@ class ConditionProbe(Attack):
         return ConditionRanking(scores, list(release.data.conditions))
 
     def score(self, guesses: ConditionRanking, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
-        """Mean ROC AUC and precision at 10 against each probed patient's true conditions."""
+        """Mean ROC AUC and precision at 10 against each probed patient's true conditions, and against the other
+        patients' (the chance level of the link)."""
         return ranking_scores(guesses, truth.records or [])
 
 
@@ -121,14 +129,31 @@ def fill_scores(mlm, template: str, names: list[str], conditions: list[str], bat
 
 
 def ranking_scores(ranking: ConditionRanking, patients: list) -> dict[str, float]:
-    """Mean ROC AUC (patients with both classes) and mean precision at 10."""
-    from sklearn.metrics import roc_auc_score
+    """Mean ROC AUC (patients with both classes) and mean precision at 10, each against the ranked patient's own
+    conditions and (``*_chance``) against every other ranked patient's."""
+    from scipy.stats import rankdata
 
-    aucs, precisions = [], []
-    for scores, patient in zip(ranking.scores, patients):
-        truth = np.array([c in patient.conditions for c in ranking.conditions])
-        if 0 < truth.sum() < len(truth):
-            aucs.append(roc_auc_score(truth, scores))
-        top = np.argsort(-scores, kind="stable")[:10]
-        precisions.append(float(truth[top].sum()) / 10.0)
-    return {"auc": float(np.mean(aucs)) if aucs else 0.5, "p_at_10": float(np.mean(precisions)) if precisions else 0.0}
+    rows = min(len(ranking.scores), len(patients))
+    if rows == 0:
+        return {"auc": 0.5, "p_at_10": 0.0, "auc_chance": 0.5, "p_at_10_chance": 0.0}
+    scores = np.asarray(ranking.scores[:rows], dtype=np.float64)
+    truth = np.array([[c in p.conditions for c in ranking.conditions] for p in patients[:rows]], dtype=np.float64)
+    positives = truth.sum(axis=1)
+    both = (positives > 0) & (positives < truth.shape[1])
+    # AUC of ranking i against truth j, every pair at once: the Mann-Whitney statistic from average ranks (ties
+    # count a half, as roc_auc_score)
+    ranks = rankdata(scores, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        auc = (ranks @ truth.T - positives * (positives + 1) / 2) / (positives * (truth.shape[1] - positives))
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+    hits = np.zeros_like(scores)
+    np.put_along_axis(hits, top, 1.0, axis=1)
+    precision = hits @ truth.T / 10.0  # [i, j]: share of patient j's conditions among ranking i's top ten
+    own, other = np.eye(rows, dtype=bool), ~np.eye(rows, dtype=bool)
+    pairs = other & both[None, :]
+    return {
+        "auc": float(auc[own & both[None, :]].mean()) if both.any() else 0.5,
+        "p_at_10": float(precision[own].mean()),
+        "auc_chance": float(auc[pairs].mean()) if pairs.any() else 0.5,
+        "p_at_10_chance": float(precision[other].mean()) if other.any() else 0.0,
+    }

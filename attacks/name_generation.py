@@ -33,10 +33,16 @@ ICD titles add (``GENERIC_CONDITION_WORDS``: essential, chronic, acute, disease,
 mentions "essential hypertension", while "diabetes mellitus" mentions neither "type 1 ..." nor "type 2 diabetes
 mellitus". This is looser than matching the whole description word for word (version 2, under which no sample of
 any row held a condition) and is meant to stand where a concept linker would. Version 1 ranked full names by
-frequency and asked for a patient's full name in both metrics, which no row ever produced.
+frequency and asked for a patient's full name in both metrics, which no row ever produced. ``em_chance`` (version
+4, ours, not Lehman et al.'s): EM's chance level for the same samples, EM's mean over 1,000 random reassignments of
+the patients' condition lists among the patients (fixed seed). A sample that names a patient and mentions a common
+condition scores in EM whether or not the model tied the two; the reassignment keeps the names, the samples and how
+often they mention each condition, and breaks only the link, so EM minus ``em_chance`` is near 0 for a model that
+learnt names and conditions apart (and negative for one that pairs them wrongly).
 
 Random reference: as many "samples" made of a uniformly drawn public first and last name and a condition drawn
-with its public frequency, scored the same way (``with_name`` is then near 1 by construction).
+with its public frequency, scored the same way (``with_name`` is then near 1 by construction; EM is high, since
+every sample mentions a condition, while ``em_chance`` is as high: the random guess is no chance level for EM).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ GENERIC_CONDITION_WORDS = frozenset(
     "acute unspecified specified nos nec site sites type disease diseases disorder disorders condition conditions "
     "syndrome episode elsewhere classified not mention complication complications".split())
 PREFIXES = {"none": "", "mr": "mr", "ms": "ms"}
+EM_SHUFFLES, EM_SHUFFLE_SEED = 1000, 0  # reassignments of the conditions that make EM's chance level (em_chance)
 
 
 @dataclass
@@ -75,8 +82,8 @@ class GeneratedSamples:
 class NameGeneration(Attack):
     """Gibbs sampling from the released MLM; person names found by spaCy; Table 7's leakage metrics."""
 
-    version: ClassVar[str] = "3"  # 2: a_at_100 and em as Lehman et al.'s evaluation computes them; 3: conditions
-    # matched by their content words
+    version: ClassVar[str] = "4"  # 2: a_at_100 and em as Lehman et al.'s evaluation computes them; 3: conditions
+    # matched by their content words; 4: em_chance
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("with_name", True, "share of samples holding a person name (spaCy PERSON): Table 7's w/ Name"),
@@ -86,6 +93,8 @@ class NameGeneration(Attack):
                                  "most over its public base that are a patient's first or last name"),
         Metric("em", True, "share of the samples with a patient's first or last name that also hold a true condition "
                            "of a patient of that name"),
+        Metric("em_chance", True, "em's chance level for these samples: its mean over 1,000 reassignments of the "
+                                  "patients' conditions among them (names and samples kept, the link broken)"),
     )
 
     samples: int = 120  # sequences sampled
@@ -294,26 +303,30 @@ def condition_terms(condition: str) -> frozenset[str]:
 
 def leakage(samples: GeneratedSamples, patients: list, names: list | None = None,
             preference: dict[str, float] | None = None, top: int = 100) -> dict[str, float]:
-    """``with_name``, ``first_name``, ``last_name``, ``a_at_100`` and ``em`` (see the module docstring); ``names``:
+    """``with_name``, ``first_name``, ``last_name``, ``a_at_100``, ``em`` and ``em_chance`` (see the module docstring);
+    ``names``:
     the samples' PERSON entities (found here when None); ``preference``: ``name_preference``'s scores (None: the
     names are ranked by how often they were generated)."""
     if names is None:
         names = person_names(samples.texts, samples.first_names, samples.last_names)
     firsts = {p.first.lower() for p in patients}
     lasts = {p.last.lower() for p in patients}
-    bearers: dict[str, list] = {}  # a first or last name -> the patients who bear it
-    for patient in patients:
+    bearers: dict[str, list[int]] = {}  # a first or last name -> the patients who bear it
+    for i, patient in enumerate(patients):
         for name in {patient.first.lower(), patient.last.lower()}:
-            bearers.setdefault(name, []).append(patient)
+            bearers.setdefault(name, []).append(i)
     generated_first = {ent[0] for row in names for ent in row}
     generated_last = {ent[-1] for row in names for ent in row if len(ent) >= 2}
-    naming, with_condition = 0, 0
+    named_rows, mentions = [], []  # per sample naming a patient: the patients named, the words it holds
     for text, row in zip(samples.texts, names):
-        named = [p for word in {w for ent in row for w in ent} for p in bearers.get(word, [])]
+        named = sorted({i for word in {w for ent in row for w in ent} for i in bearers.get(word, [])})
         if named:
-            naming += 1
-            present = set(mention_words(text))
-            with_condition += any(condition_terms(c) <= present for p in named for c in p.conditions)
+            named_rows.append(named)
+            mentions.append(set(mention_words(text)))
+    mentioned = _mentioned(mentions, [p.conditions for p in patients])
+    em = float(_name_condition_matches(named_rows, mentioned, np.arange(len(patients))[None, :])[0])
+    reassigned = np.random.default_rng(EM_SHUFFLE_SEED).permuted(
+        np.tile(np.arange(len(patients)), (EM_SHUFFLES, 1)), axis=1)
     words = [word for row in names for entity in row for word in entity]
     generated, seen = Counter(words), {word: n for n, word in enumerate(dict.fromkeys(words))}
     scores = preference or {}
@@ -324,5 +337,23 @@ def leakage(samples: GeneratedSamples, patients: list, names: list | None = None
         "first_name": len(generated_first & firsts) / len(generated_first) if generated_first else 0.0,
         "last_name": len(generated_last & lasts) / len(generated_last) if generated_last else 0.0,
         "a_at_100": float(np.mean([w in patient_names for w in ranked])) if ranked else 0.0,
-        "em": with_condition / naming if naming else 0.0,
+        "em": em,
+        "em_chance": float(_name_condition_matches(named_rows, mentioned, reassigned).mean()),
     }
+
+
+def _mentioned(mentions: list[set[str]], conditions: list[tuple[str, ...]]) -> np.ndarray:
+    """(naming samples x patients): whether the sample mentions a condition of the patient."""
+    return np.array([[any(condition_terms(c) <= present for c in own) for own in conditions] for present in mentions],
+                    dtype=bool).reshape(len(mentions), len(conditions))
+
+
+def _name_condition_matches(named_rows: list[list[int]], mentioned: np.ndarray, owners: np.ndarray) -> np.ndarray:
+    """EM under each row of ``owners`` (patient i holds the conditions of patient ``owners[., i]``): the share of
+    the naming samples that mention a condition held by a patient they name. The identity row gives EM itself;
+    random permutations give its chance level for these very samples (``em_chance``): the names a sample holds then
+    say nothing about the conditions it mentions, while how often it mentions conditions is kept."""
+    if not named_rows:
+        return np.zeros(len(owners))
+    hits = [mentioned[r][owners[:, named]].any(axis=1) for r, named in enumerate(named_rows)]
+    return np.mean(hits, axis=0)

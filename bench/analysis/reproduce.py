@@ -20,6 +20,7 @@ Mapping format (YAML)::
         select: {task: "{task}", attack: rss}
         metric: privacy/rss/identity
         ours_scale: 1                              # optional: our metric is divided by it (one recorded x 100)
+        chance: privacy/rss/identity_chance        # optional: the metric of the same records that is the chance level
         match: {by: privacy/inversion/token_accuracy, over: eta, paper_at: "table3.sst2.{eta}",
                 run: [10.0, 60.0, 120.0, 1000.0]}          # optional
     claims:
@@ -87,7 +88,7 @@ UNRESOLVED = "unresolved"
 VERDICTS = (HOLDS, FAILS, UNRESOLVED, NOT_APPLICABLE, NO_RECORDS)
 CHANCE_MARGIN = 0.02  # how far the expected-higher row must beat its chance level for an ordering to count
 OPS = {"gt", "lt", "ge", "le", "within", "increasing", "decreasing"}
-ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std", "ours_scale"}
+ROW_KEYS = {"for", "id", "paper", "scheme", "select", "metric", "match", "note", "paper_std", "ours_scale", "chance"}
 SPEC_FIELDS = {"task", "defense", "attack", "encoder", "defense_args", "attack_args", "training", "server",
                "n_train", "n_eval", "pooling", "max_length", "device"}
 
@@ -287,8 +288,9 @@ def _setting(record: ResultRecord) -> dict[str, Any]:
             "config_hash": record.config_hash}
 
 
-def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
-    """Mean ± std (ddof 1, as the leaderboard) over the seeds of the best-covered matching configuration."""
+def summarize_cell(records: list[ResultRecord], metric: str, chance_metric: str | None = None) -> Cell:
+    """Mean ± std (ddof 1, as the leaderboard) over the seeds of the best-covered matching configuration;
+    ``chance_metric``: the metric of the same records that holds the row's chance level (see ``_chance``)."""
     groups = {h: s for h, s in _latest_per_seed(records).items()
               if any(metric in r.metrics for r in s.values())}
     if not groups:
@@ -304,14 +306,18 @@ def summarize_cell(records: list[ResultRecord], metric: str) -> Cell:
     return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else None, n=len(finite),
                 seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note,
                 by_seed={s: v for s, v in values if v is not None and math.isfinite(v)},
-                chance=_chance(list(seeds.values()), metric))
+                chance=_chance(list(seeds.values()), metric, chance_metric))
 
 
-def _chance(records: list[ResultRecord], metric: str) -> float | None:
-    """Mean over the records of the chance level of ``metric``: for a utility metric the majority answer's score
-    (the ``majority_utility`` note), for an attack's metric where higher means more leakage the random guess scored
-    in the same cells (``random/<attack>/<name>``). None for other metrics, and unless every record has it."""
-    if metric.startswith("privacy/"):
+def _chance(records: list[ResultRecord], metric: str, chance_metric: str | None = None) -> float | None:
+    """Mean over the records of the chance level of ``metric``: ``chance_metric`` of the same records when the
+    mapping's row names one (an attack that measures its own chance level, as name-generation's ``em_chance``);
+    else for a utility metric the majority answer's score (the ``majority_utility`` note), for an attack's metric
+    where higher means more leakage the random guess scored in the same cells (``random/<attack>/<name>``). None for
+    other metrics, and unless every record has it."""
+    if chance_metric:
+        values = [r.metrics.get(chance_metric) for r in records]
+    elif metric.startswith("privacy/"):
         guess = "random/" + metric.removeprefix("privacy/")
         if not records or any(r.higher_is_better.get(metric) is not True for r in records):
             return None
@@ -589,7 +595,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
             target, _ = paper_value(load_reference(root, other) if other else reference, where)
             cell = matched_cell(records, row, target)
         else:
-            cell = summarize_cell([r for r in records if matches(r, row["select"])], row["metric"])
+            cell = summarize_cell([r for r in records if matches(r, row["select"])], row["metric"], row.get("chance"))
         if row.get("ours_scale") and cell.mean is not None:  # a metric recorded in the paper's unit (e.g. x 100)
             scale = float(row["ours_scale"])
             cell.mean, cell.std = cell.mean / scale, None if cell.std is None else cell.std / scale

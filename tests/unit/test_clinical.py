@@ -138,7 +138,45 @@ def test_leakage_metrics_on_hand_made_samples():
     assert em("Ann Lee has parkinson ' s .") == 1.0 and em("Ann Lee has parkinson's disease .") == 1.0
     assert em("Ann Lee has a chronic disease .") == 0.0  # qualifiers alone name nothing
     assert leakage(GeneratedSamples(["no names here ."], [], []), patients) == {
-        "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "a_at_100": 0.0, "em": 0.0}
+        "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "a_at_100": 0.0, "em": 0.0, "em_chance": 0.0}
+
+
+def test_em_chance_is_em_of_the_same_samples_with_the_conditions_reassigned():
+    from attacks.name_generation import GeneratedSamples, leakage
+
+    two = [Patient("Ann", "Lee", "F", ("asthma",)), Patient("Bob", "Ray", "M", ("migraine",))]
+    samples = GeneratedSamples(["Ann Lee was admitted with asthma today .", "Bob Ray reports chest pain ."],
+                               ["Ann", "Bob"], ["Lee", "Ray"])
+    # EM 0.5; reassigned, Ann keeps asthma in half the permutations and Bob never gets a mentioned condition: 0.25
+    assert leakage(samples, two)["em_chance"] == pytest.approx(0.25, abs=0.04)
+    same = [Patient("Ann", "Lee", "F", ("asthma",)), Patient("Bob", "Ray", "M", ("asthma",))]
+    both = GeneratedSamples(["Ann Lee has asthma .", "Bob Ray has asthma ."], ["Ann", "Bob"], ["Lee", "Ray"])
+    scores = leakage(both, same)  # every patient has the condition: EM says nothing about the link
+    assert scores["em"] == 1.0 == scores["em_chance"]
+    # each sample names one patient and mentions the next one's condition: EM below its chance level
+    four = [Patient(f, "Lee", "F", (c,)) for f, c in zip(("Ann", "Bea", "Cat", "Dot"),
+                                                        ("asthma", "migraine", "gout", "anemia"))]
+    crossed = GeneratedSamples([f"{p.first} has {four[(i + 1) % 4].conditions[0]} ." for i, p in enumerate(four)],
+                               [p.first for p in four], [])
+    scores = leakage(crossed, [Patient(p.first, f"X{i}", p.sex, p.conditions) for i, p in enumerate(four)])
+    assert scores["em"] == 0.0 and scores["em_chance"] == pytest.approx(0.25, abs=0.04)
+
+
+def test_em_of_the_random_reference_is_at_its_chance_level():
+    """Public names beside conditions drawn by their frequency (the attack's random guess): no link to break."""
+    from attacks.name_generation import GeneratedSamples, leakage
+
+    corpus = clinical.synthetic_corpus(0, 100)
+    patients = corpus.patients
+    rng = np.random.default_rng(1)
+    conditions = sorted({c for p in patients for c in p.conditions})
+    counts = np.array([sum(c in p.conditions for p in patients) for c in conditions], dtype=float)
+    texts = [f"{patients[i].first} {patients[j].last} has {conditions[c]} ."
+             for i, j, c in zip(rng.integers(100, size=600), rng.integers(100, size=600),
+                                rng.choice(len(conditions), size=600, p=counts / counts.sum()))]
+    scores = leakage(GeneratedSamples(texts, [p.first for p in patients], [p.last for p in patients]), patients)
+    assert scores["em"] > 0.2  # conditions are common: EM alone reads as leakage
+    assert abs(scores["em"] - scores["em_chance"]) < 0.05
 
 
 def test_probe_ranking_scores():
@@ -147,9 +185,35 @@ def test_probe_ranking_scores():
     patients = [Patient("A", "B", "F", ("c1",)), Patient("C", "D", "M", ("c2", "c3"))]
     conditions = ["c1", "c2", "c3", "c4"]
     perfect = ConditionRanking(np.array([[4.0, 1, 2, 3], [1.0, 4, 3, 2]]), conditions)
-    assert ranking_scores(perfect, patients) == {"auc": 1.0, "p_at_10": pytest.approx(0.15)}
+    # each ranking puts its own patient's conditions first, so the other patient's last: no chance of a link
+    assert ranking_scores(perfect, patients) == {"auc": 1.0, "p_at_10": pytest.approx(0.15), "auc_chance": 0.0,
+                                                 "p_at_10_chance": pytest.approx(0.15)}
     reversed_ = ConditionRanking(-perfect.scores, conditions)
     assert ranking_scores(reversed_, patients)["auc"] == 0.0
+    same = ConditionRanking(np.array([[4.0, 3, 2, 1], [4.0, 3, 2, 1]]), conditions)  # the name changes nothing
+    scores = ranking_scores(same, patients)
+    assert scores["auc"] == pytest.approx(scores["auc_chance"]) == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_probe_scores_equal_sklearns_per_pair_with_ties():
+    from sklearn.metrics import roc_auc_score
+
+    from attacks.condition_probe import ConditionRanking, ranking_scores
+
+    rng = np.random.default_rng(0)
+    conditions = [f"c{i}" for i in range(30)]
+    patients = [Patient("A", str(i), "F", tuple(rng.choice(conditions, size=rng.integers(0, 4), replace=False)))
+                for i in range(12)]
+    ranking = ConditionRanking(rng.integers(0, 6, size=(12, 30)).astype(float), conditions)  # many ties
+    truth = [np.array([c in p.conditions for c in conditions]) for p in patients]
+    valid = [j for j in range(12) if 0 < truth[j].sum() < 30]
+    own = np.mean([roc_auc_score(truth[i], ranking.scores[i]) for i in valid])
+    other = np.mean([roc_auc_score(truth[j], ranking.scores[i]) for i in range(12) for j in valid if i != j])
+    top = [np.argsort(-row, kind="stable")[:10] for row in ranking.scores]
+    precision = np.mean([truth[i][top[i]].sum() / 10 for i in range(12)])
+    scores = ranking_scores(ranking, patients)
+    assert scores["auc"] == pytest.approx(own, abs=1e-12) and scores["auc_chance"] == pytest.approx(other, abs=1e-12)
+    assert scores["p_at_10"] == pytest.approx(precision, abs=1e-12)
 
 
 @pytest.mark.parametrize("attack, args", [("name-generation", "samples=0"), ("name-generation", "top_k=0"),

@@ -194,6 +194,23 @@ def test_an_attacks_chance_level_is_the_random_guess_of_the_same_cells():
     assert "does not beat its chance level 0.150" in judged["checks"][0]["detail"]
 
 
+def test_a_row_can_name_the_metric_that_holds_its_chance_level():
+    """An attack that measures its own chance level (name-generation's em_chance) overrides the random guess."""
+    records = [make_record(seed, metrics={"privacy/g/em": 0.2, "privacy/g/em_chance": 0.18 + seed / 100,
+                                          "random/g/em": 0.6},
+                           higher_is_better={"privacy/g/em": True, "privacy/g/em_chance": True})
+               for seed in range(2)]
+    assert rep._chance(records, "privacy/g/em") == pytest.approx(0.6)
+    assert rep._chance(records, "privacy/g/em", "privacy/g/em_chance") == pytest.approx(0.185)
+    cell = rep.summarize_cell(records, "privacy/g/em", "privacy/g/em_chance")
+    assert cell.mean == pytest.approx(0.2) and cell.chance == pytest.approx(0.185)
+    with pytest.raises(BenchError, match="unknown keys"):
+        rep.expand_rows({"rows": [{"id": "r", "metric": "m", "chance_of": "x"}]}, "t")
+    rows = rep.expand_rows({"rows": [{"for": {"m": ["em"]}, "id": "{m}", "metric": "privacy/g/{m}",
+                                      "chance": "privacy/g/{m}_chance"}]}, "t")
+    assert rows[0]["chance"] == "privacy/g/em_chance"
+
+
 def test_a_claim_is_judged_on_its_applicable_checks():
     means = {"a": 0.80, "b": 0.70, "c": 0.51, "d": 0.52}
     chance = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}
