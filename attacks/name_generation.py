@@ -303,10 +303,9 @@ def condition_terms(condition: str) -> frozenset[str]:
 
 def leakage(samples: GeneratedSamples, patients: list, names: list | None = None,
             preference: dict[str, float] | None = None, top: int = 100) -> dict[str, float]:
-    """``with_name``, ``first_name``, ``last_name``, ``a_at_100``, ``em`` and ``em_chance`` (see the module docstring);
-    ``names``:
-    the samples' PERSON entities (found here when None); ``preference``: ``name_preference``'s scores (None: the
-    names are ranked by how often they were generated)."""
+    """``with_name``, ``first_name``, ``last_name``, ``a_at_100``, ``em`` and ``em_chance`` (see the module
+    docstring); ``names``: the samples' PERSON entities (found here when None); ``preference``: ``name_preference``'s
+    scores (None: the names are ranked by how often they were generated)."""
     if names is None:
         names = person_names(samples.texts, samples.first_names, samples.last_names)
     firsts = {p.first.lower() for p in patients}
