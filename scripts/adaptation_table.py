@@ -2,7 +2,8 @@
 
 Usage:
 
-    python scripts/adaptation_table.py --defense dchi-text [--seeds 0,1,2] [--results-dir results]
+    python scripts/adaptation_table.py --defense dchi-text [--seeds 0,1,2] [--metric utility/probe_accuracy]
+        [--results-dir results]
 
 One row per eta: the unadapted encoder's mean accuracy, then each objective's mean and its seed-paired gain over the
 unadapted cell of the same configuration (same defense arguments, attack arguments and sizes, no server option) with
@@ -20,8 +21,10 @@ OBJECTIVES = ("vanilla", "prob", "denoising")
 ACCURACY, INVERSION = "utility/accuracy", "privacy/inversion/token_accuracy"
 
 
-def adaptation_rows(frame, defense: str, task: str, seeds: list[int]) -> list[str]:
-    """Markdown rows of the table for ``defense`` on ``task`` over ``seeds`` (from ``seed_frame``)."""
+def adaptation_rows(frame, defense: str, task: str, seeds: list[int], metric: str = ACCURACY) -> list[str]:
+    """Markdown rows of the table for ``defense`` on ``task`` over ``seeds`` (from ``seed_frame``), of ``metric``
+    (the MLP head's accuracy; ``utility/probe_accuracy`` is the deterministic convex probe's, the same on every
+    CPU)."""
     from bench.results.leaderboard import aggregate
     from dashboard.adaptation import adaptation_gains
 
@@ -29,7 +32,7 @@ def adaptation_rows(frame, defense: str, task: str, seeds: list[int]) -> list[st
                   & frame.seed.isin(seeds)]
     board = aggregate(cells)
     gains = adaptation_gains(board, cells)
-    gains = gains[gains.metric == ACCURACY]
+    gains = gains[gains.metric == metric]
     keys = ["attack_args", "n_train", "n_eval"]
     inversion = (board[(board.server_args == "") & (board.metric == INVERSION)]
                  .set_index(["defense_args", *keys])["mean"])
@@ -58,13 +61,15 @@ def main() -> None:
     parser.add_argument("--defense", default="dchi-text")
     parser.add_argument("--task", default="sst2")
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--metric", default=ACCURACY)
     parser.add_argument("--results-dir", type=Path, default=Path("results"))
     args = parser.parse_args()
     records, _ = ResultStore(args.results_dir).read()
     frame = seed_frame(records)
     print("| eta (token inversion) | unadapted | " + " | ".join(f"{o} MLM" for o in OBJECTIVES) + " |")
     print("|---|---|---|---|---|")
-    print("\n".join(adaptation_rows(frame, args.defense, args.task, [int(s) for s in args.seeds.split(",")])))
+    print("\n".join(adaptation_rows(frame, args.defense, args.task, [int(s) for s in args.seeds.split(",")],
+                                     args.metric)))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
     "ndd_ptb.yaml": "hours of NDD scoring per cell (issue 13)",
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
-    "adaptation_sst2.yaml": "seeds 3-4 need its 9 adapted checkpoints again, about 1.5 hours (issue 16)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
