@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.results.leaderboard import seed_frame
 from bench.results.store import ResultStore
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -28,15 +29,16 @@ SEEDS = (0, 1, 2, 3, 4)  # the adaptation grid's seeds
 
 @pytest.fixture(scope="module")
 def accuracy():
-    """(eta, objective or '') -> seed -> the dev accuracy of the newest committed dchi-token SST-2 record."""
+    """(eta, objective or '') -> seed -> the dev accuracy of dchi-token on SST-2, the newest record of each seed
+    (``seed_frame``, as every aggregate reads them)."""
     records, _ = ResultStore(RESULTS).read()
+    frame = seed_frame(records)
+    cells = frame[(frame.task == "sst2") & (frame.defense == "dchi-token") & (frame.n_train == 8000)
+                  & (frame.metric == "utility/accuracy")]
     found = defaultdict(dict)
-    for record in sorted(records, key=lambda r: r.created_at):
-        spec = record.spec
-        if spec["task"] != "sst2" or spec["defense"] != "dchi-token" or spec["n_train"] != 8000:
-            continue
-        objective = (spec.get("server") or {}).get("adapt", "")
-        found[(float(spec["defense_args"]["eta"]), objective)][spec["seed"]] = record.metrics["utility/accuracy"]
+    for row in cells.itertuples():
+        eta = float(row.defense_args.removeprefix("eta="))
+        found[(eta, row.server_args.removeprefix("adapt="))][row.seed] = row.value
     return found
 
 
