@@ -11,6 +11,10 @@ head over the re-encodings and over the noise draws. A benchmark, not a timed te
 
     PYTHONPATH=. BENCH_DATA_DIR=/work/shared/data HF_HUB_OFFLINE=1 python scripts/probe_tolerance.py \\
         --tasks sst2 --n-train 2000 --n-eval 872 --out /tmp/probe_tolerance.json
+
+Token-tagging tasks (conll2003, ncbi-disease) run their whole cell (``bench run --task T --no-save``) once per
+variant, with the encoder's per-token states (``Encoder.token_states``) computed the variant's way or perturbed,
+since their features are the tokens of the released sentences rather than one vector per sentence.
 """
 
 from __future__ import annotations
@@ -138,17 +142,78 @@ def measure(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) ->
                "rounded_values_changed": int(np.count_nonzero(z != reference_z))}
         variants.append(row)
         print(json.dumps(row), flush=True)
+    return summary(task_name, len(y), len(y_eval), seed, variants)
+
+
+def summary(task_name: str, n_train: int, n_eval: int, seed: int, variants: list[dict]) -> dict:
+    """A task's measurement: every variant, and the spreads of the probe and of the head over the re-encodings
+    and over the noise draws (each beside the reference, the first variant)."""
     encoded = [r for r in variants if r["kind"] == "encoding"]
     with_noise = [variants[0], *(r for r in variants if r["kind"] == "noise")]
-    return {"task": task_name, "n_train": len(y), "n_eval": len(y_eval), "seed": seed, "variants": variants,
+    return {"task": task_name, "n_train": n_train, "n_eval": n_eval, "seed": seed, "variants": variants,
             "spread": {"encodings": {"probe": spread(encoded, "probe"), "head": spread(encoded, "head")},
                        "bf16 noise": {"probe": spread(with_noise, "probe"), "head": spread(with_noise, "head")}},
             "load_average": os.getloadavg()}
 
 
+def measure_tagging(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) -> dict:
+    """The probe's and the head's metrics of a token-tagging cell (undefended) under each re-encoding and noise draw
+    of the per-token states, and their spreads."""
+    import torch
+
+    from bench.engine.runner import make_spec, run_cell
+    from bench.models.encoders import Encoder
+
+    original = Encoder.token_states
+    spec = make_spec(task=task_name, defense="none", n_train=n_train, n_eval=n_eval, seed=seed)
+
+    def states_with(threads: int, batch: int, shuffled: bool, noise_draw: int | None):
+        def token_states(self, items, batch_size: int = 64):
+            order = np.random.default_rng(seed + 1).permutation(len(items)) if shuffled else np.arange(len(items))
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                found = original(self, [items[i] for i in order], batch_size=batch)
+            finally:
+                torch.set_num_threads(before)
+            states = [None] * len(items)
+            for position, index in enumerate(order):
+                states[index] = found[position]
+            if noise_draw is not None:  # one generator per call: training and evaluation states get their own noise
+                rng = np.random.default_rng([1000 + noise_draw, len(items)])
+                states = [(s * (1 + NOISE * rng.uniform(-1, 1, s.shape))).astype(np.float32) for s in states]
+            return states
+        return token_states
+
+    variants = {"1 thread, batch 64": (1, 64, False, None), "2 threads, batch 64": (2, 64, False, None),
+                "1 thread, batch 16": (1, 16, False, None), "1 thread, batch 64, shuffled": (1, 64, True, None),
+                **{f"bf16-sized noise, draw {d}": (1, 64, False, d) for d in range(draws)}}
+    rows = []
+    try:
+        for name, setting in variants.items():
+            Encoder.token_states = states_with(*setting)
+            started = time.perf_counter()
+            record = run_cell(spec)
+            utility = {k.removeprefix("utility/"): v for k, v in record.metrics.items() if k.startswith("utility/")}
+            row = {"variant": name, "kind": "noise" if setting[3] is not None else "encoding", "threads": setting[0],
+                   "probe": {k.removeprefix("probe_"): v for k, v in utility.items() if k.startswith("probe_")},
+                   "head": {k: v for k, v in utility.items() if not k.startswith("probe_")},
+                   "probe_iterations": record.notes.get("probe_iterations"),
+                   "cell_s": round(time.perf_counter() - started, 1)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        Encoder.token_states = original
+    return summary(task_name, n_train, n_eval, seed, rows)
+
+
+TAGGING = ("conll2003", "ncbi-disease")  # token-tagging tasks: measured by whole cells (measure_tagging)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", default="sst2", help="comma-separated class-label or regression GLUE tasks")
+    parser.add_argument("--tasks", default="sst2",
+                        help="comma-separated class-label or regression GLUE tasks, or token-tagging tasks")
     parser.add_argument("--n-train", type=int, default=2000)
     parser.add_argument("--n-eval", type=int, default=872)
     parser.add_argument("--seed", type=int, default=0)
@@ -157,7 +222,8 @@ def main() -> None:
     args = parser.parse_args()
     results = []
     for task in args.tasks.split(","):
-        result = measure(task, args.n_train, args.n_eval, args.seed, args.noise_draws)
+        run = measure_tagging if task in TAGGING else measure
+        result = run(task, args.n_train, args.n_eval, args.seed, args.noise_draws)
         print(json.dumps({"task": task, "spread": result["spread"], "load_average": result["load_average"]}),
               flush=True)
         results.append(result)

@@ -147,15 +147,21 @@ class TaggingServer(Server):
     seed: int
     encoder: Any = None
     head: Any = field(default=None, init=False)
+    # the deterministic convex probe on the same token features (bench.models.probe) and its tags for the sentences
+    # last predicted, one array per sentence as predict_tokens returns them
+    probe: Any = field(default=None, init=False)
+    probe_predictions: Any = field(default=None, init=False)
 
     def _features(self, released) -> tuple[list[np.ndarray], np.ndarray]:
         states = self.encoder.token_states(released)
         return states, np.concatenate(states) if states else np.zeros((0, self.encoder.dim), np.float32)
 
     def fit_tokens(self, released, labels):
-        """Train the head on every released token's representation and its tag (minibatches, Adam)."""
+        """Train the head on every released token's representation and its tag (minibatches, Adam), and fit the
+        deterministic probe on the same token features and tags."""
         import torch
 
+        from bench.models.probe import fit_probe
         from bench.models.training import initial_head, loss_fn
 
         states, features = self._features(released)
@@ -173,15 +179,20 @@ class TaggingServer(Server):
                 loss.backward()
                 optimizer.step()
         self.head = head.eval()
+        self.probe = fit_probe(features, np.eye(self.num_tags)[tags], self.num_tags)
 
     def predict_tokens(self, released):
-        """One array of predicted tags per released sentence."""
+        """One array of predicted tags per released sentence (the probe's are kept in ``probe_predictions``)."""
         import torch
 
         states, features = self._features(released)
         with torch.inference_mode():
             flat = self.head(torch.from_numpy(features)).argmax(dim=1).numpy()
-        return np.split(flat, np.cumsum([len(s) for s in states])[:-1]) if states else []
+        bounds = np.cumsum([len(s) for s in states])[:-1]
+        self.probe_predictions = None
+        if self.probe is not None:
+            self.probe_predictions = np.split(self.probe.predict(features), bounds) if states else []
+        return np.split(flat, bounds) if states else []
 
 
 @dataclass

@@ -77,6 +77,7 @@ def test_an_spl_cell_releases_pretrained_weights_and_scores_both_attacks(tiny_ml
         assert record.notes["protocol"] == "pretraining" and record.notes["pretrain_steps"] == 2
         assert record.notes["utility_task"] == "ncbi-disease" and record.notes["attack_corpus_size"] == 0
         assert 0.0 <= record.metrics["utility/f1"] <= 1.0
+        assert 0.0 <= record.metrics["utility/probe_f1"] <= 1.0  # BioNER's convex probe on the released encoder
         assert record.data_source.startswith("synthetic:")
     assert generate.notes["pretrain_key"] == probe.notes["pretrain_key"]  # one checkpoint, cached by its inputs
     assert set(generate.metrics) >= {f"{p}/name-generation/{m}" for p in ("privacy", "random")

@@ -1,8 +1,8 @@
 """CoNLL-2003 NER cells on the real encoder: trained on released training text, scored on original text.
 
 Small slices (300 training and 100 evaluation sentences, the task's training defaults); the measured
-figures (2026-11, 2 shared CPU cores): none lf 0.50 (uf 0.63); dchi-text eta=60 lf 0.19 with inversion
-token accuracy 0.27; santext-plus lf 0.39 with token accuracy 0.70.
+figures (2026-11, 2 shared CPU cores): none lf 0.50 (uf 0.63; the convex probe's lf 0.39); dchi-text
+eta=60 lf 0.19 with inversion token accuracy 0.27; santext-plus lf 0.39 with token accuracy 0.70.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import pytest
 
 from bench.data.examples import data_dir
 from bench.engine.runner import make_spec, run_cell
+from bench.models.probe import tolerance
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not (data_dir() / "conll2003" / "eng.train").is_file(), reason="CoNLL-2003 files missing"),
 ]
 SIZES = {"n_train": 300, "n_eval": 100}
+PINNED_PROBE_LF = 0.385  # utility/probe_lf of conll2003 / none / minilm at SIZES, seed 0
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -37,7 +39,12 @@ def test_undefended_tagger_learns_entities_and_the_evaluation_data_is_original()
     assert record.notes["evaluation_data"].startswith("original")
     assert metrics["utility/lf"] > 0.3  # measured 0.50 on this slice
     assert metrics["utility/uf"] >= metrics["utility/lf"]  # a labelled hit is an unlabelled hit
-    assert set(metrics) == {f"utility/{m}" for m in ("lf", "lp", "lr", "uf", "up", "ur")}
+    names = ("lf", "lp", "lr", "uf", "up", "ur")
+    assert list(metrics) == [f"utility/{m}" for m in names] + [f"utility/probe_{m}" for m in names]  # headline first
+    # the convex probe on the same token states: a regression figure (0.3853 measured 2026-11-27 with 2 threads; the
+    # probe's figures did not move under re-encoding, docs/probe.md), within its stated tolerance
+    assert abs(metrics["utility/probe_lf"] - PINNED_PROBE_LF) <= tolerance("lf", SIZES["n_eval"])
+    assert "lbfgs" in record.notes["probe"]
 
 
 @pytest.mark.parametrize("defense, args", [("dchi-text", "eta=60"), ("santext-plus", None)])

@@ -79,8 +79,10 @@ def test_text_releasing_defenses_run_unchanged_on_a_tagging_task(defense):
     assert record.notes["protocol"] == "tokens"
     assert 0.0 <= record.metrics["utility/tag_accuracy"] <= 1.0
     assert 0.0 <= record.metrics["privacy/inversion/token_accuracy"] <= 1.0
+    assert 0.0 <= record.metrics["utility/probe_tag_accuracy"] <= 1.0  # the convex probe on the same tokens
     if defense == "none":  # undefended: the tagger learns the names, and every token is released as it is
         assert record.metrics["utility/tag_accuracy"] > 0.95
+        assert record.metrics["utility/probe_tag_accuracy"] > 0.95  # a name is linearly separable here too
         assert record.metrics["privacy/inversion/token_accuracy"] == 1.0
 
 

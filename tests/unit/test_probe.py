@@ -1,6 +1,6 @@
 """The deterministic convex probe (bench.models.probe): bit-identical refits, rounding that absorbs last-bit
-differences of the features, records that carry ``utility/probe_<metric>`` only where a frozen sentence server
-trained, and old records without it that still load and summarize."""
+differences of the features, records that carry ``utility/probe_<metric>`` only where a frozen sentence server or a
+token tagger trained, and old records without it that still load and summarize."""
 
 import types
 
@@ -12,7 +12,7 @@ from bench.engine.runner import make_spec, run_cell
 from bench.models import probe as probe_module
 from bench.models.encoders import MockEncoder
 from bench.models.probe import DECIMALS, fit_probe
-from bench.models.servers import SentenceServer
+from bench.models.servers import SentenceServer, TaggingServer
 from bench.models.training import TrainingConfig, targets_for
 from bench.results.leaderboard import leaderboard_frame
 from bench.results.record import ResultRecord
@@ -127,6 +127,29 @@ def test_no_probe_when_the_encoder_is_fine_tuned(monkeypatch):
     server.fit_tokens(["a", "b"], np.array([0, 1]))
     server.predict_tokens(["a", "b"])
     assert server.probe is None and server.probe_predictions is None
+
+
+def test_tagger_fits_the_probe_on_its_token_features_and_tags_each_sentence():
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((50, 64)).astype(np.float32)  # one fixed state per token id: 50 points in 64 dims
+    encoder = types.SimpleNamespace(dim=64, token_states=lambda items: [table[np.asarray(ids)] for ids in items])
+    tagged = set(range(0, 50, 3))  # tag 1 for every third id: linearly separable, as 50 points in 64 dims are
+
+    def sentences(n, seed):
+        generator = np.random.default_rng(seed)
+        items = [generator.integers(0, 50, generator.integers(3, 9)) for _ in range(n)]
+        return items, [np.array([int(i in tagged) for i in ids]) for ids in items]
+
+    (train, tags), (evaluation, truth) = sentences(120, 1), sentences(40, 2)
+    answers = []
+    for _ in range(2):
+        server = TaggingServer(2, TrainingConfig(epochs=2, batch_size=32), 0, encoder)
+        server.fit_tokens(train, tags)
+        head = server.predict_tokens(evaluation)
+        answers.append(server.probe_predictions)
+        assert [len(p) for p in server.probe_predictions] == [len(p) for p in head] == [len(i) for i in evaluation]
+    assert all(np.array_equal(a, b) for a, b in zip(*answers))  # a refit answers the same, tag for tag
+    assert np.mean(np.concatenate(answers[0]) == np.concatenate(truth)) == 1.0  # every token id was seen
 
 
 def test_records_without_the_probe_still_load_and_summarize(tiny_data):
