@@ -38,7 +38,7 @@ MIN_STD = 1e-6  # a feature whose training spread is below this is only centred
 # Token taggers (NCBI-disease BioNER, CoNLL-03 NER, 1,000 training sentences): no re-encoding changed a span metric,
 # bf16-sized noise moved each by at most 0.004; their entity precision, recall and F1 share F1's tolerance.
 FLIPS = 0.015  # stated share of evaluation predictions that may flip (measured at most 0.0074)
-SPAN_METRICS = ("f1", "precision", "recall", "lf", "lp", "lr", "uf", "up", "ur")  # seqeval's, of taggers
+SPAN_METRICS = ("f1", "precision", "recall", "lf", "lp", "lr", "uf", "up", "ur")  # F1 (MRPC, QQP) and taggers' spans
 TOLERANCE = {"accuracy": 0.01, "mcc": 0.02, "pearson": 0.002, "spearman": 0.002, **dict.fromkeys(SPAN_METRICS, 0.01)}
 SMALL_SLICE_FLIPS = 2  # on a small evaluation slice, accuracy may move by this many predictions
 

@@ -162,11 +162,12 @@ class TaggingServer(Server):
         import torch
 
         from bench.models.probe import fit_probe
-        from bench.models.training import initial_head, loss_fn
+        from bench.models.training import initial_head, loss_fn, targets_for
 
         states, features = self._features(released)
         tags = np.concatenate([np.asarray(tag, dtype=np.int64)[: len(s)] for tag, s in zip(labels, states)])
-        x, y = torch.from_numpy(features), torch.nn.functional.one_hot(torch.from_numpy(tags), self.num_tags).float()
+        targets = targets_for(tags, self.num_tags)  # one-hot, shared by the head and the probe
+        x, y = torch.from_numpy(features), torch.from_numpy(targets)
         head = initial_head(features.shape[1], self.num_tags, self.config, self.seed).train()
         optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr, foreach=True)
         order_generator = torch.Generator().manual_seed(self.seed)
@@ -179,7 +180,7 @@ class TaggingServer(Server):
                 loss.backward()
                 optimizer.step()
         self.head = head.eval()
-        self.probe = fit_probe(features, np.eye(self.num_tags)[tags], self.num_tags)
+        self.probe = fit_probe(features, targets, self.num_tags)
 
     def predict_tokens(self, released):
         """One array of predicted tags per released sentence (the probe's are kept in ``probe_predictions``)."""
