@@ -91,3 +91,17 @@ def test_the_convex_probe_sees_no_adaptation_gain(probe, eta, objective):
     """The gain belongs to the MLP head: on the same features the float64 logistic-regression probe, which agrees
     across CPUs within 0.01, gains nothing on average over the five seeds (measured from -0.012 to +0.001)."""
     assert np.mean(gains(probe, eta, objective)) < 0.01
+
+
+def test_at_matched_privacy_the_probe_does_not_support_qu_t6():
+    """`bench reproduce qu2021_adaptation` reads Qu et al.'s T6 claim (each objective above the unadapted encoder at
+    the paper's etas 100-175, matched by inversion accuracy) twice: through the head (unresolved, 7 of 12 checks
+    hold) and through the probe, where no check holds on the five paired seeds (measured: 11 unresolved, prob at
+    eta 175 resolved below the original encoder)."""
+    from bench.analysis.reproduce import reproduce
+
+    records, _ = ResultStore(RESULTS).read()
+    claims = {claim["id"]: claim for claim in reproduce(RESULTS, "qu2021_adaptation", records)["claims"]}
+    probe_claim = claims["Qu T6 (probe): adaptive pretraining beats the original encoder"]
+    verdicts = [check["verdict"] for check in probe_claim["checks"]]
+    assert len(verdicts) == 12 and "holds" not in verdicts and probe_claim["verdict"] == "fails", verdicts
