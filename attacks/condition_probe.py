@@ -128,23 +128,34 @@ def fill_scores(mlm, template: str, names: list[str], conditions: list[str], bat
     return scores.reshape(len(names), len(conditions))
 
 
+def condition_truth(conditions: list[str], patients: list) -> np.ndarray:
+    """``(patients, conditions)`` 0/1 matrix: which conditions each patient has."""
+    return np.array([[c in p.conditions for c in conditions] for p in patients], dtype=np.float64)
+
+
+def auc_matrix(scores: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """ROC AUC of ranking i (row i of ``scores``) against patient j's conditions (row j of ``truth``), every pair
+    at once: the Mann-Whitney statistic from average ranks (ties count a half, as roc_auc_score); NaN where patient
+    j has no condition or all of them."""
+    from scipy.stats import rankdata
+
+    positives = truth.sum(axis=1)
+    ranks = rankdata(scores, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (ranks @ truth.T - positives * (positives + 1) / 2) / (positives * (truth.shape[1] - positives))
+
+
 def ranking_scores(ranking: ConditionRanking, patients: list) -> dict[str, float]:
     """Mean ROC AUC (patients with both classes) and mean precision at 10, each against the ranked patient's own
     conditions and (``*_chance``) against every other ranked patient's."""
-    from scipy.stats import rankdata
-
     rows = min(len(ranking.scores), len(patients))
     if rows == 0:
         return {"auc": 0.5, "p_at_10": 0.0, "auc_chance": 0.5, "p_at_10_chance": 0.0}
     scores = np.asarray(ranking.scores[:rows], dtype=np.float64)
-    truth = np.array([[c in p.conditions for c in ranking.conditions] for p in patients[:rows]], dtype=np.float64)
+    truth = condition_truth(ranking.conditions, patients[:rows])
     positives = truth.sum(axis=1)
     both = (positives > 0) & (positives < truth.shape[1])
-    # AUC of ranking i against truth j, every pair at once: the Mann-Whitney statistic from average ranks (ties
-    # count a half, as roc_auc_score)
-    ranks = rankdata(scores, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        auc = (ranks @ truth.T - positives * (positives + 1) / 2) / (positives * (truth.shape[1] - positives))
+    auc = auc_matrix(scores, truth)
     top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
     hits = np.zeros_like(scores)
     np.put_along_axis(hits, top, 1.0, axis=1)

@@ -216,6 +216,27 @@ def test_probe_scores_equal_sklearns_per_pair_with_ties():
     assert scores["p_at_10"] == pytest.approx(precision, abs=1e-12)
 
 
+def test_the_link_script_cancels_a_shared_prior_and_finds_a_planted_link():
+    """scripts/condition_link.py: a ranking that ignores the name has no link, exactly; a weak planted link under a
+    strong shared frequency prior is hidden in the raw ranking and found once each condition's mean is removed."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "condition_link.py"
+    spec = importlib.util.spec_from_file_location("condition_link", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rng = np.random.default_rng(0)
+    truth = np.zeros((60, 40))
+    for row in truth:
+        row[rng.choice(40, size=rng.integers(1, 4), replace=False)] = 1.0
+    prior = np.sort(rng.normal(size=40))[::-1] * 3.0
+    assert script.link(np.tile(prior, (60, 1)), truth)[0] == pytest.approx(0.0, abs=1e-12)
+    scores = prior + 0.8 * truth + 0.3 * rng.normal(size=truth.shape)
+    raw, centred = script.link(scores, truth), script.link(scores - scores.mean(axis=0), truth)
+    assert centred[1] > 0 and centred[0] > raw[0] + 0.1, (raw, centred)
+
+
 @pytest.mark.parametrize("attack, args", [("name-generation", "samples=0"), ("name-generation", "top_k=0"),
                                           ("name-generation", "burn_in=9,iterations=4"),
                                           ("condition-probe", "patients=0")])

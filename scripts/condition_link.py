@@ -1,0 +1,98 @@
+"""How far a released clinical MLM ties patients' names to their conditions, with its frequency prior removed.
+
+Usage:
+
+    python scripts/condition_link.py [--task clinical-spl] [--results-dir results]
+
+For every committed ``condition-probe`` record of the task whose released checkpoint is still in the cache
+(``$BENCH_CACHE_DIR/pretrained/<pretrain_key>``, the key in the record's notes), the probe's scores are recomputed
+(``attacks.condition_probe.fill_scores``, the record's template and patient count) and read two ways, each as the
+mean over probed patients of (AUC of the patient's ranking against their own conditions) minus (its mean AUC against
+every other probed patient's), with a 95% Student-t interval over patients:
+
+* ``raw``: the attack's own ranking, i.e. the record's ``auc - auc_chance`` with its interval;
+* ``centred``: each condition's mean score over the probed names subtracted first, so that what the model knows of
+  how common a condition is cancels and only what the name adds remains. An adversary can do this too (it needs
+  only the weights and the names it probes); it is not a recorded metric.
+
+The figures are in docs/clinical.md. A record whose checkpoint is not cached says so: rerunning its cell rebuilds
+it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def link(scores, truth) -> tuple[float, float, float]:
+    """Mean over patients of own AUC minus mean AUC against the other patients, and its 95% interval."""
+    import numpy as np
+    from scipy import stats
+
+    from attacks.condition_probe import auc_matrix
+
+    auc = auc_matrix(scores, truth)
+    own = np.diag(auc)
+    other = (np.nansum(auc, axis=1) - np.nan_to_num(own)) / np.maximum(np.isfinite(auc).sum(axis=1) - 1, 1)
+    difference = (own - other)[np.isfinite(own)]
+    low, high = stats.t.interval(0.95, len(difference) - 1, loc=difference.mean(), scale=stats.sem(difference))
+    return float(difference.mean()), float(low), float(high)
+
+
+def record_scores(record):
+    """The probe's ``(patients, conditions)`` scores under the record's released checkpoint, and the truth."""
+    import bench.engine.runner  # noqa: F401  (registers the tasks and attacks)
+    from attacks.condition_probe import ConditionProbe, condition_truth, fill_scores
+    from bench.core.registry import TASKS
+    from bench.models.cache import cache_root
+    from bench.models.mlm import load_mlm
+
+    spec = record.spec
+    folder = cache_root() / "pretrained" / record.notes["pretrain_key"]
+    if not folder.is_dir():
+        return None, folder
+    task = TASKS.get(spec["task"])()
+    task.load(spec["n_train"], spec["n_eval"], spec["seed"])
+    probe = ConditionProbe(**spec.get("attack_args", {}))
+    patients = task.patients()[: probe.patients]
+    conditions = list(task.public_knowledge()[2])
+    scores = fill_scores(load_mlm(str(folder)), probe.template, [f"{p.first} {p.last}" for p in patients],
+                         conditions, probe.batch_size)
+    return (scores, condition_truth(conditions, patients)), folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="clinical-spl")
+    parser.add_argument("--results-dir", default="results", type=Path)
+    args = parser.parse_args()
+
+    from bench.results.store import ResultStore
+
+    records, _ = ResultStore(args.results_dir).read()
+    cells = {}  # the newest record of each configuration
+    for record in records:
+        if (record.spec["task"] == args.task and record.spec["attack"] == "condition-probe"
+                and "pretrain_key" in record.notes):  # the general MLM's row has nothing pretrained
+            cells[record.config_hash] = record
+    print("| defense | server | raw: own − chance AUC | centred: own − chance AUC |")
+    print("|---|---|---|---|")
+    for record in cells.values():
+        found, folder = record_scores(record)
+        server = f"pretrain_steps={record.spec.get('server', {}).get('pretrain_steps', '?')}"
+        defense_args = record.spec.get("defense_args") or {}
+        where = " ".join(str(x) for x in (record.spec["defense"], defense_args.get("mode"), defense_args.get("select"))
+                         if x)
+        if found is None:
+            print(f"| {where} | {server} | checkpoint {folder.name} not cached: rerun the cell | |")
+            continue
+        scores, truth = found
+        raw = link(scores, truth)
+        centred = link(scores - scores.mean(axis=0, keepdims=True), truth)
+        print(f"| {where} | {server} | {raw[0]:+.3f} [{raw[1]:+.3f}, {raw[2]:+.3f}] | "
+              f"{centred[0]:+.3f} [{centred[1]:+.3f}, {centred[2]:+.3f}] |")
+
+
+if __name__ == "__main__":
+    main()
