@@ -56,7 +56,8 @@ def record_scores(record):
     task.load(spec["n_train"], spec["n_eval"], spec["seed"])
     probe = ConditionProbe(**spec.get("attack_args", {}))
     patients = task.patients()[: probe.patients]
-    conditions = list(task.public_knowledge()[2])
+    _, _, conditions, _ = task.public_knowledge()  # first names, last names, conditions, their counts
+    conditions = list(conditions)
     scores = fill_scores(load_mlm(str(folder)), probe.template, [f"{p.first} {p.last}" for p in patients],
                          conditions, probe.batch_size)
     return (scores, condition_truth(conditions, patients)), folder
