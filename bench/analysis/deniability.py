@@ -169,7 +169,7 @@ def token_statistics(outputs: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarra
 def perturbation_statistics(
     tokens: np.ndarray, table: np.ndarray, candidates: np.ndarray, etas: Sequence[float], trials: int,
     seed: int, mechanism: str = DEFAULT_MECHANISM, chunk_queries: int = CHUNK_QUERIES,
-    log: Callable[[str], None] = lambda message: None,
+    log: Callable[[str], None] = lambda message: None, tally: dict[str, int] | None = None,
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """N_w and S_w of every token at every eta: ``{eta: (n_w, s_w)}``, arrays aligned with ``tokens``.
 
@@ -178,6 +178,8 @@ def perturbation_statistics(
     the order of the work. That makes a long run (``--tokens all`` is a day of CPU) resumable: each finished
     chunk is checkpointed per eta (``bench.core.journal``, keyed by the mechanism, the table, the tokens, T,
     the seed and eta), and a rerun computes only the chunks left, with the figures one uninterrupted run gives.
+    ``tally``, if given, receives the number of chunks (``chunks``) and how many an earlier run had finished
+    (``resumed_chunks``), so a report can say that its runtime is not the whole computation's.
     """
     import hashlib
 
@@ -194,6 +196,8 @@ def perturbation_statistics(
     resumed = sum(j.resumed for j in journals.values())
     if resumed:
         log(f"resuming: {resumed:,} token chunks were finished by an earlier run")
+    if tally is not None:
+        tally.update(chunks=len(etas) * len(range(0, len(tokens), per_call)), resumed_chunks=resumed)
     jobs = [(float(eta), start) for eta in etas for start in range(0, len(tokens), per_call)
             if start not in journals[float(eta)].done]
     finished = False
@@ -347,8 +351,9 @@ def run_deniability(
         f"= {queries:,} {work} over {len(space.candidates):,} × {dim} ({mechanism})")
     rate = calibrate(space, mechanism, etas[len(etas) // 2], trials, seed)
     log(f"measured {rate:,.0f} queries/s here: about {_duration(queries / rate)}")
+    tally: dict[str, int] = {}
     stats = perturbation_statistics(sampled, space.table, space.candidates, etas, trials, seed, mechanism,
-                                    log=log)
+                                    log=log, tally=tally)
     return {
         "schema_version": SCHEMA_VERSION,
         "analysis": "deniability",
@@ -377,6 +382,7 @@ def run_deniability(
         "queries_per_s_calibrated": rate,
         "command": command_line(encoder, mechanism, tokens, trials, etas, seed, bounds),
         "runtime_s": round(time.perf_counter() - started, 1),
+        **tally,  # runtime_s covers only this run's chunks when resumed_chunks > 0
         "versions": _versions(),
         "hardware": _hardware(),
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

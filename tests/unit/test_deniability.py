@@ -220,9 +220,10 @@ def test_an_interrupted_run_resumes_its_finished_chunks_with_the_same_figures(sp
                                     chunk_queries=400)
     calls.clear()
     monkeypatch.setitem(den.MECHANISMS, "dchi-text", lambda *args: (calls.append(1), real(*args))[1])
-    lines = []
+    lines, tally = [], {}
     resumed = den.perturbation_statistics(space.candidates, space.table, space.candidates, [2.0, 8.0], 40, 0,
-                                          chunk_queries=400, log=lines.append)
+                                          chunk_queries=400, log=lines.append, tally=tally)
     assert len(calls) == 3 and lines == ["resuming: 7 token chunks were finished by an earlier run"]
+    assert tally == {"chunks": 10, "resumed_chunks": 7}  # the report says its runtime is the last run's only
     for eta in whole:
         assert np.array_equal(resumed[eta][0], whole[eta][0]) and np.array_equal(resumed[eta][1], whole[eta][1])
