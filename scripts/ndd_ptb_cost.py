@@ -1,0 +1,50 @@
+"""What exact NDD would cost on PTB's training slice if its sentences were capped at a length (issue 13).
+
+Exact NDD scores each candidate by masking every unchanged piece of the sentence in turn, so one candidate costs
+about n² piece-positions for a sentence of n WordPieces (n masked copies of n pieces). This prints, per word cap,
+the sentences and the rewritten spans kept and the cost sum(spans × n²) relative to the recorded 33%-NP cell
+(grids/ndd_ptb.yaml) at full length, for the grid's three span settings. The 33% of the NPs are counted as 0.33 of
+the NP spans of each sentence (the defense draws which). Nothing is run through the MLM.
+
+    BENCH_DATA_DIR=../shared/data python scripts/ndd_ptb_cost.py [--caps 15 20 25 30 40 0]
+"""
+
+import argparse
+
+import numpy as np
+
+from bench.engine.spans import select_spans, task_spans
+from bench.models.loading import load_encoder
+from tasks.ptb import PTB
+
+SETTINGS = {"every phrase": ((), 1.0), "every NP": (("NP",), 1.0), "33% of the NPs": (("NP",), 0.33)}  # the grid's
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--caps", type=int, nargs="+", default=[15, 20, 25, 30, 40, 0], help="0 = no cap")
+    parser.add_argument("--n-train", type=int, default=PTB.default_n_train)
+    args = parser.parse_args()
+
+    task = PTB()
+    data = task.load(args.n_train, PTB.default_n_eval, 0)
+    words = np.array([len(text.split()) for text in data.train.texts])
+    tokenizer = load_encoder("minilm").tokenizer
+    pieces = np.array([len(tokenizer(text)["input_ids"]) for text in data.train.texts], dtype=np.float64)
+    spans = task_spans(task, data, "train")
+    rng = np.random.default_rng(0)
+    counts = {name: np.array([len(s) for s in select_spans(task, spans, kinds, 1.0, rng)]) * share
+              for name, (kinds, share) in SETTINGS.items()}
+    unit = float(np.sum(counts["33% of the NPs"] * pieces**2))
+    print(f"{len(words)} training sentences, {words.mean():.1f} words on average (median {np.median(words):.0f}, "
+          f"longest {words.max()}); cost relative to the recorded 33%-NP cell at full length")
+    print(f"{'cap (words)':>11} {'sentences':>10} " + " ".join(f"{n + ' spans / cost':>32}" for n in SETTINGS))
+    for cap in args.caps:
+        kept = words <= cap if cap else np.ones_like(words, dtype=bool)
+        cells = [f"{counts[n][kept].sum():>14,.0f} / {np.sum(counts[n][kept] * pieces[kept]**2) / unit:>5.2f}×"
+                 for n in SETTINGS]
+        print(f"{cap or 'none':>11} {kept.sum():>10,} " + " ".join(f"{c:>32}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()
