@@ -126,11 +126,12 @@ def _pick_until(page, combobox, option, shown) -> None:
             _idle(page)
 
 
-def _choose(page, container, label: str, option: str) -> float:
-    """Pick ``option`` in the selectbox labelled ``label``; the seconds until the app is idle again."""
-    _open(page, container.get_by_role("combobox", name=label, exact=True))
+def _choose(page, container, label: str, option: str, shown) -> float:
+    """Pick ``option`` in the selectbox labelled ``label`` until ``shown`` appears (``_pick_until``); the seconds
+    until the app is idle again."""
     started = time.monotonic()
-    page.get_by_role("option", name=option, exact=True).click()
+    _pick_until(page, container.get_by_role("combobox", name=label, exact=True),
+                page.get_by_role("option", name=option, exact=True), shown)
     _idle(page)
     return time.monotonic() - started
 
@@ -171,12 +172,11 @@ def test_a_reader_switches_views_and_opens_provenance(server):
             shot = chart.screenshot(path=str(ARTIFACTS / "1-sst2-scatter.png"))
             assert _dark_pixels(shot) > 40, "no Pareto frontier (black line) in the privacy-utility chart"
             sidebar = page.get_by_test_id("stSidebar")
-            timings["attack -> rss"] = _choose(page, sidebar, "attack", "rss")
-            page.get_by_text("rss: privacy against utility on sst2").wait_for(timeout=WAIT_MS)
-            timings["task -> mrpc"] = _choose(page, sidebar, "task", "mrpc")
-            page.get_by_text("on mrpc").first.wait_for(timeout=WAIT_MS)
+            on_sst2 = page.get_by_text("rss: privacy against utility on sst2")
+            timings["attack -> rss"] = _choose(page, sidebar, "attack", "rss", on_sst2)
+            timings["task -> mrpc"] = _choose(page, sidebar, "task", "mrpc", page.get_by_text("on mrpc").first)
             page.screenshot(path=str(ARTIFACTS / "2-mrpc.png"), full_page=True)
-            timings["task -> sst2"] = _choose(page, sidebar, "task", "sst2")
+            timings["task -> sst2"] = _choose(page, sidebar, "task", "sst2", on_sst2)
             main = page.get_by_test_id("stMain")
             started = time.monotonic()
             heading = page.get_by_text(re.compile("^Provenance of "))
