@@ -30,7 +30,7 @@ def main() -> None:
     data = task.load(args.n_train, PTB.default_n_eval, 0)
     words = np.array([len(text.split()) for text in data.train.texts])
     tokenizer = load_encoder("minilm").tokenizer
-    pieces = np.array([len(tokenizer(text)["input_ids"]) for text in data.train.texts], dtype=np.float64)
+    pieces = np.array([len(ids) for ids in tokenizer(list(data.train.texts))["input_ids"]], dtype=np.float64)
     spans = task_spans(task, data, "train")
     rng = np.random.default_rng(0)
     counts = {name: np.array([len(s) for s in select_spans(task, spans, kinds, 1.0, rng)]) * share
