@@ -235,6 +235,7 @@ class PTB(Task):
     default_n_train: ClassVar[int] = 1500  # sentences of wsj_0001-0159
     default_n_eval: ClassVar[int] = 400  # sentences of wsj_0160-0199
     file: ClassVar[str] = "treebank.zip"
+    max_words: ClassVar[int | None] = None  # keep only sentences of at most this many words (punctuation counted)
 
     def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
         """Seeded samples of the training files' and the evaluation files' sentences."""
@@ -244,10 +245,15 @@ class PTB(Task):
             raise BenchError(f"ptb data is missing: put NLTK's {self.file} under {folder} (set BENCH_DATA_DIR to a "
                              "folder laid out like shared/data).")
         train, evaluation = file_split(read_treebank(path))
+        if self.max_words is not None:
+            train, evaluation = (part.subset(np.flatnonzero([len(text.split()) <= self.max_words
+                                                             for text in part.texts]))
+                                 for part in (train, evaluation))
         rng = numpy_generator(seed, "data", self.registry_name)
         train = train.subset(sample_indices(len(train), n_train, rng))
         evaluation = evaluation.subset(sample_indices(len(evaluation), n_eval, rng))
-        notes = {"eval_split": "NLTK WSJ sample files wsj_0160-0199 (training: wsj_0001-0159)",
+        notes = {"eval_split": "NLTK WSJ sample files wsj_0160-0199 (training: wsj_0001-0159)"
+                               + (f", sentences of at most {self.max_words} words" if self.max_words else ""),
                  "preprocessing": "-NONE- and emptied constituents removed, function tags and indices stripped",
                  "metric": "evalb COLLINS.prm: punctuation deleted, ADVP=PRT, root phrase counted, micro P/R/F1",
                  "alignment": "the parser sees released WordPieces; unary chains joined; brackets splitting a word "
@@ -335,3 +341,20 @@ class PTB(Task):
             if (start, end, kind) == (span.start, span.end, span.kind):
                 return position
         raise BenchError(f"words {span.start}-{span.end} are not a {span.kind} phrase of the tree.")
+
+
+@register_task("ptb-20")
+@dataclass
+class PTB20(PTB):
+    """PTB restricted to sentences of at most 20 words (punctuation counted) in both splits: every such sentence.
+
+    Why: exact NDD masks every unchanged WordPiece of a sentence in turn for every candidate, so a rewrite costs
+    about the squared sentence length per span. The 1,401 training sentences of at most 20 words hold about a
+    third of the full slice's NDD work per phrase (``scripts/ndd_ptb_cost.py``), which makes Li et al.'s Table 2
+    rows (every phrase, every NP, a third of the NPs) a CPU grid (``grids/ndd_ptb20.yaml``). A deviation from the
+    paper's full treebank, like the WSJ-k restrictions of parsing studies (those count words without punctuation).
+    """
+
+    default_n_train: ClassVar[int] = 1401  # every training sentence (wsj_0001-0159) of at most 20 words
+    default_n_eval: ClassVar[int] = 204  # every evaluation sentence (wsj_0160-0199) of at most 20 words
+    max_words: ClassVar[int | None] = 20

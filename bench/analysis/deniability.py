@@ -389,6 +389,74 @@ def run_deniability(
     }
 
 
+# What makes two reports the same run, so that one's etas can be added to the other's: every eta's figures depend
+# only on these and on that eta (each (eta, chunk) draws from its own generator).
+SAME_RUN_FIELDS = ("analysis", "mechanism", "parameter", "encoder", "encoder_revision", "vocabulary", "dim", "trials",
+                   "token_sample", "token_ids", "seed", "thresholds")
+# Fields that describe one invocation, kept per run in ``earlier_runs`` when reports are merged.
+RUN_FIELDS = ("etas", "queries", "queries_per_s_calibrated", "command", "runtime_s", "chunks", "resumed_chunks",
+              "versions", "hardware", "created_at")
+
+
+def planned_identity(encoder: str, mechanism: str, tokens: int | None, trials: int, seed: int,
+                     bounds: Thresholds) -> dict[str, Any]:
+    """The same-run fields a run will have that are known before the encoder loads (for an early ``--merge`` check)."""
+    return {"analysis": "deniability", "mechanism": mechanism, "encoder": encoder, "trials": trials,
+            "token_sample": "all" if tokens is None else "seeded", "seed": seed, "thresholds": asdict(bounds),
+            **({} if tokens is None else {"tokens": tokens})}
+
+
+def load_mergeable(path: Path, planned: dict[str, Any]) -> dict[str, Any] | None:
+    """The existing report at ``path`` if there is one and the planned run can be added to it (else one sentence)."""
+    import json
+
+    if not path.exists():
+        return None
+    try:
+        existing = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise BenchError(f"cannot merge into {path}: it is not a readable report ({error}).") from None
+    _check_same_run(str(path), existing, planned)
+    return existing
+
+
+def _check_same_run(name: str, existing: dict[str, Any], expected: dict[str, Any]) -> None:
+    differing = [field for field, value in expected.items() if existing.get(field) != value]
+    if differing:
+        raise BenchError(f"cannot merge into {name}: it is another run (its {', '.join(differing)} differ); drop "
+                         f"--merge to replace it, or use another --results-dir.")
+
+
+def merge_reports(earlier: dict[str, Any], latest: dict[str, Any]) -> dict[str, Any]:
+    """One report over the etas of both runs of the same analysis (``--merge``), selections redone on the union.
+
+    An eta measured by both keeps the latest figures, which must equal the earlier ones (same seed, same chunks).
+    The top-level provenance is the latest run's; ``earlier_runs`` keeps each earlier invocation's, and
+    ``queries`` counts all of them.
+    """
+    _check_same_run("the existing report", earlier, {field: latest.get(field) for field in SAME_RUN_FIELDS})
+    rows = {row["eta"]: row for row in earlier["per_eta"]}
+    for row in latest["per_eta"]:
+        kept = rows.get(row["eta"])
+        if kept is not None and (kept["n_w"], kept["s_w"]) != (row["n_w"], row["s_w"]):
+            raise BenchError(f"cannot merge: eta {row['eta']:g} is in both reports with different counts, so they "
+                             f"are not the same computation.")
+        rows[row["eta"]] = row
+    etas = sorted(rows)
+    trials = latest["trials"]
+    stats = {eta: (np.asarray(rows[eta]["n_w"]), np.asarray(rows[eta]["s_w"])) for eta in etas}
+    bounds = Thresholds(**latest["thresholds"])
+    earlier_runs = [*earlier.get("earlier_runs", []), {field: earlier.get(field) for field in RUN_FIELDS}]
+    merged = {**latest, "etas": etas, "selections": select_etas(stats, trials, bounds),
+              "per_eta": [rows[eta] for eta in etas],
+              "queries": latest["queries"] + sum(run["queries"] for run in earlier_runs),
+              "command": command_line(latest["encoder"], latest["mechanism"],
+                                      None if latest["token_sample"] == "all" else latest["tokens"], trials, etas,
+                                      latest["seed"], bounds),
+              "earlier_runs": earlier_runs}
+    return merged
+
+
 def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANISM, whole: bool = False) -> Path:
     """``<root>/analysis/deniability-<encoder>.json`` (``-<mechanism>`` added for other mechanisms, ``-all`` for the
     whole vocabulary, so that a sample's analysis and the whole vocabulary's sit side by side)."""

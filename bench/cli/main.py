@@ -716,6 +716,9 @@ def deniability(
     quantile: float = typer.Option(
         1.0, help="Worst case: this quantile of N_w/T and the (1 - quantile) quantile of S_w meet the bounds (1: "
         "every token, as Qu et al.)."),
+    merge: bool = typer.Option(
+        False, "--merge", help="Add these etas to the existing report of the same run (same encoder, mechanism, "
+        "tokens, T, seed and bounds) instead of replacing it; the selections are redone over all its etas."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Plausible deniability: N_w (outputs equal to the token) and S_w (distinct outputs) per token and eta."""
@@ -723,7 +726,10 @@ def deniability(
         DEFAULT_PARAMETERS,
         Thresholds,
         deniability_table,
+        load_mergeable,
+        merge_reports,
         parse_token_count,
+        planned_identity,
         report_path,
         run_deniability,
         selection_lines,
@@ -736,12 +742,18 @@ def deniability(
     bounds = Thresholds(max_unchanged=max_unchanged, min_support=min_support, quantile=quantile)
     etas = list(eta) if eta else list(DEFAULT_PARAMETERS.get(mechanism, ()))
     validate(etas, trials, mechanism, bounds)  # before the encoder loads
+    path = report_path(ResultStore(results_dir).root, encoder, mechanism, count is None)
+    earlier = load_mergeable(path, planned_identity(encoder, mechanism, count, trials, seed, bounds)) if merge else None
     report = run_deniability(encoder, mechanism, count, trials, etas, seed, bounds,
                              log=lambda message: err.print(f"[dim]{message}[/dim]", highlight=False, soft_wrap=True))
+    if earlier is not None:
+        report = merge_reports(earlier, report)
+        err.print(f"[dim]merged with the {len(report['earlier_runs'])} earlier run(s) in {path}: etas "
+                  f"{', '.join(f'{e:g}' for e in report['etas'])}[/dim]", highlight=False)
     (out if out.is_terminal else Console(width=160)).print(deniability_table(report))
     for line in selection_lines(report):
         out.print(line, highlight=False, soft_wrap=True)
-    path = write_report(report, report_path(ResultStore(results_dir).root, encoder, mechanism, count is None))
+    write_report(report, path)
     out.print(f"{report['runtime_s']:.0f} s · wrote {path}", highlight=False)
 
 

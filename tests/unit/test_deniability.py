@@ -227,3 +227,44 @@ def test_an_interrupted_run_resumes_its_finished_chunks_with_the_same_figures(sp
     assert tally == {"chunks": 10, "resumed_chunks": 7}  # the report says its runtime is the last run's only
     for eta in whole:
         assert np.array_equal(resumed[eta][0], whole[eta][0]) and np.array_equal(resumed[eta][1], whole[eta][1])
+
+
+def test_merge_adds_etas_to_the_same_run_as_one_run_over_all_of_them(space, results, monkeypatch):
+    monkeypatch.setattr(den, "load_space", lambda name: space)
+    common = ("--encoder", "synthetic", "--tokens", "10", "--trials", "40")
+    assert invoke(*common, "--eta", "0.5", "--eta", "1e6").exit_code == 0
+    together = json.loads((results / "analysis" / "deniability-synthetic.json").read_text())
+    assert invoke(*common, "--eta", "1e6").exit_code == 0  # without --merge: replaced
+    result = invoke(*common, "--eta", "0.5", "--merge")
+    assert result.exit_code == 0, result.output
+    assert "merged with the 1 earlier run(s)" in result.stderr
+    merged = json.loads((results / "analysis" / "deniability-synthetic.json").read_text())
+    for field in ("etas", "per_eta", "selections", "command"):
+        assert merged[field] == together[field], field
+    assert [run["etas"] for run in merged["earlier_runs"]] == [[1e6]]
+    assert merged["queries"] == together["queries"]  # 10 tokens × 40 trials, once per eta
+
+
+def test_merge_refuses_another_run_before_any_work_and_keeps_the_file(space, results, monkeypatch):
+    monkeypatch.setattr(den, "load_space", lambda name: space)
+    assert invoke("--encoder", "synthetic", "--tokens", "10", "--trials", "40", "--eta", "2").exit_code == 0
+    path = results / "analysis" / "deniability-synthetic.json"
+    before = path.read_bytes()
+    monkeypatch.setattr(den, "load_space", lambda name: pytest.fail("loaded the encoder for a refused merge"))
+    result = invoke("--encoder", "synthetic", "--tokens", "10", "--trials", "50", "--eta", "4", "--merge")
+    assert result.exit_code == 2 and "it is another run (its trials differ)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and path.read_bytes() == before
+    path.write_text("{not json")
+    result = invoke("--encoder", "synthetic", "--tokens", "10", "--trials", "40", "--eta", "4", "--merge")
+    assert result.exit_code == 2 and "is not a readable report" in result.stderr
+    assert path.read_text() == "{not json"
+
+
+def test_merging_counts_that_disagree_is_refused(space, monkeypatch):
+    monkeypatch.setattr(den, "load_space", lambda name: space)
+    first = den.run_deniability("synthetic", tokens=10, trials=40, etas=[2.0], seed=0)
+    second = json.loads(json.dumps(first))
+    second["per_eta"][0]["n_w"][0] += 1
+    with pytest.raises(den.BenchError, match="eta 2 is in both reports with different counts"):
+        den.merge_reports(first, second)
+    assert den.merge_reports(first, json.loads(json.dumps(first)))["etas"] == [2.0]

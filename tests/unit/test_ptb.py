@@ -14,6 +14,7 @@ from bench.models.chart import cky
 from tasks.conll2003 import Alignment
 from tasks.ptb import (
     PTB,
+    PTB20,
     file_split,
     joint_spans,
     phrases,
@@ -134,6 +135,19 @@ def test_load_is_seeded_and_draws_each_split_from_its_files():
     train, evaluation = file_split(read_treebank(ZIP))
     assert set(first.train.texts) <= set(train.texts) and set(first.eval.texts) <= set(evaluation.texts)
     assert len(first.train) == 50 and len(first.eval) == 20
+
+
+@needs_data
+def test_ptb20_holds_every_sentence_of_at_most_20_words_of_each_split():
+    train, evaluation = file_split(read_treebank(ZIP))
+    data = PTB20().load(PTB20.default_n_train, PTB20.default_n_eval, 0)
+    for part, full in ((data.train, train), (data.eval, evaluation)):
+        short = sorted(text for text in full.texts if len(text.split()) <= 20)
+        assert sorted(part.texts) == short  # all of them (repeated sentences too), nothing longer
+    assert (len(data.train), len(data.eval)) == (1401, 204)
+    other = PTB20().load(PTB20.default_n_train, PTB20.default_n_eval, 1)
+    assert set(other.train.texts) == set(data.train.texts) and other.train.texts != data.train.texts  # reordered
+    assert "at most 20 words" in data.notes["eval_split"] and "at most" not in PTB().load(5, 5, 0).notes["eval_split"]
 
 
 # -- sensitive spans and rewriting ---------------------------------------------------------------
