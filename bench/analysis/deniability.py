@@ -413,7 +413,7 @@ def load_mergeable(path: Path, planned: dict[str, Any]) -> dict[str, Any] | None
     if not path.exists():
         return None
     try:
-        existing = json.loads(path.read_text())
+        existing = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise BenchError(f"cannot merge into {path}: it is not a readable report ({error}).") from None
     _check_same_run(str(path), existing, planned)
