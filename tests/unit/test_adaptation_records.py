@@ -38,9 +38,9 @@ def frame():
 
 
 def utility_of(frame, metric: str) -> dict:
-    """(eta, objective or '') -> seed -> ``metric`` of dchi-token on SST-2 (8,000 training sentences)."""
+    """(eta, objective or '') -> seed -> ``metric`` of dchi-token on SST-2 (frozen minilm, 8,000 training sentences)."""
     cells = frame[(frame.task == "sst2") & (frame.defense == "dchi-token") & (frame.n_train == 8000)
-                  & (frame.metric == metric)]
+                  & (frame.encoder == "minilm") & (frame.metric == metric)]
     found = defaultdict(dict)
     for row in cells.itertuples():
         eta = float(row.defense_args.removeprefix("eta="))
