@@ -26,6 +26,21 @@ def _share_the_cores_between_workers() -> None:
 
 _share_the_cores_between_workers()
 
+COMMITTED_RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+@pytest.fixture(scope="session")
+def committed_records() -> tuple:
+    """Every committed record under ``results/``, read once per session (once per pytest-xdist worker).
+
+    A tuple, and shared: a test that needs to change a record copies it first. The read must find no corrupt
+    line, since the committed files are written only by the harness."""
+    from bench.results.store import ResultStore
+
+    records, problems = ResultStore(COMMITTED_RESULTS).read()
+    assert records and not problems, problems
+    return tuple(records)
+
 POSITIVE = ["great", "wonderful", "moving", "funny", "brilliant", "charming", "sharp", "warm"]
 NEGATIVE = ["dull", "boring", "clumsy", "tedious", "flat", "awful", "stale", "weak"]
 NOUNS = ["film", "movie", "story", "script", "cast", "ending", "plot", "score", "director", "scene"]

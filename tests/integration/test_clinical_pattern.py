@@ -23,14 +23,10 @@ What the committed records show, and these tests hold them to:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from bench.analysis.reproduce import matches
-from bench.results.store import ResultStore
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
 GENERATE = "privacy/name-generation"
 CELLS = {
     "deid": {"task": "clinical-deid", "defense": "none", "server.pretrain_steps": 200},
@@ -52,17 +48,16 @@ def newest(records, select: dict, name: str, attack: str = "name-generation"):
 
 
 @pytest.fixture(scope="module")
-def general() -> dict[str, float]:
+def general(committed_records) -> dict[str, float]:
     """The general-domain MLM's row (released as it is; the same model for both tasks)."""
-    records, _ = ResultStore(RESULTS).read()
-    return newest(records, {"task": "clinical-deid", "defense": "none", "server.pretrain_steps": 0}, "general")
+    general_mlm = {"task": "clinical-deid", "defense": "none", "server.pretrain_steps": 0}
+    return newest(committed_records, general_mlm, "general")
 
 
 @pytest.fixture(scope="module")
-def cells() -> dict[str, dict[str, float]]:
+def cells(committed_records) -> dict[str, dict[str, float]]:
     """The metrics of the newest committed record of each cell (name-generation attack, seed 0)."""
-    records, _ = ResultStore(RESULTS).read()
-    return {name: newest(records, select, name) for name, select in CELLS.items()}
+    return {name: newest(committed_records, select, name) for name, select in CELLS.items()}
 
 
 def test_pretraining_on_notes_teaches_real_names_the_general_mlm_lacks(cells, general):
@@ -91,12 +86,11 @@ def test_ndd_substitution_lowers_a_at_100(cells, setting):
 
 
 @pytest.mark.parametrize("setting", ["deid", "deid_ndd", "spl", "spl_ndd"])
-def test_no_row_ties_names_to_conditions_beyond_chance(setting):
+def test_no_row_ties_names_to_conditions_beyond_chance(committed_records, setting):
     """EM against the same samples with the conditions reassigned, and the probe's AUC against other patients'
     conditions: at this budget the released MLMs know names and conditions apart, not whose conditions are whose,
     so the paper's 'NDD lowers EM' has nothing to lower (bench reproduce: not applicable)."""
-    records, _ = ResultStore(RESULTS).read()
-    generate = newest(records, CELLS[setting], setting)
-    probe = newest(records, CELLS[setting], setting, "condition-probe")
+    generate = newest(committed_records, CELLS[setting], setting)
+    probe = newest(committed_records, CELLS[setting], setting, "condition-probe")
     assert generate[f"{GENERATE}/em"] <= generate[f"{GENERATE}/em_chance"] + 0.02
     assert abs(probe["privacy/condition-probe/auc"] - probe["privacy/condition-probe/auc_chance"]) <= 0.02

@@ -23,18 +23,16 @@ import numpy as np
 import pytest
 
 from bench.results.leaderboard import seed_frame
-from bench.results.store import ResultStore
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 SEEDS = (0, 1, 2, 3, 4)  # the adaptation grid's seeds
 
 
 @pytest.fixture(scope="module")
-def frame():
+def frame(committed_records):
     """Every committed record's metrics, the newest record of each seed (``seed_frame``, as every aggregate reads
     them)."""
-    records, _ = ResultStore(RESULTS).read()
-    return seed_frame(records)
+    return seed_frame(committed_records)
 
 
 def utility_of(frame, metric: str) -> dict:
@@ -93,15 +91,15 @@ def test_the_convex_probe_sees_no_adaptation_gain(probe, eta, objective):
     assert np.mean(gains(probe, eta, objective)) < 0.01
 
 
-def test_at_matched_privacy_the_probe_does_not_support_qu_t6():
+def test_at_matched_privacy_the_probe_does_not_support_qu_t6(committed_records):
     """`bench reproduce qu2021_adaptation` reads Qu et al.'s T6 claim (each objective above the unadapted encoder at
     the paper's etas 100-175, matched by inversion accuracy) twice: through the head (unresolved, 7 of 12 checks
     hold) and through the probe, where no check holds on the five paired seeds (measured: 11 unresolved, prob at
     eta 175 resolved below the original encoder)."""
     from bench.analysis.reproduce import reproduce
 
-    records, _ = ResultStore(RESULTS).read()
-    claims = {claim["id"]: claim for claim in reproduce(RESULTS, "qu2021_adaptation", records)["claims"]}
+    report = reproduce(RESULTS, "qu2021_adaptation", list(committed_records))
+    claims = {claim["id"]: claim for claim in report["claims"]}
     probe_claim = claims["Qu T6 (probe): adaptive pretraining beats the original encoder"]
     verdicts = [check["verdict"] for check in probe_claim["checks"]]
     assert len(verdicts) == 12 and "holds" not in verdicts and probe_claim["verdict"] == "fails", verdicts

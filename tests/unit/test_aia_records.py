@@ -12,20 +12,14 @@ numbers, on every committed seed:
 - Table 4's figure is 100 * (1 - X) of the recorded attacker scores.
 """
 
-from pathlib import Path
 
 import pytest
 
-from bench.results.store import ResultStore
-
-RESULTS = Path(__file__).resolve().parents[2] / "results"
-
 
 @pytest.fixture(scope="module")
-def cells():
-    records, _ = ResultStore(RESULTS).read()
+def cells(committed_records):
     found = {}
-    for record in records:
+    for record in committed_records:
         spec = record.spec
         if spec.get("attack") == "aia":
             found[(spec["task"], spec["defense"], spec["seed"])] = record

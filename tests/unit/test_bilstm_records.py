@@ -13,17 +13,14 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import reproduce as rep
-from bench.results.store import ResultStore
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PAPER_ETAS = (50, 75, 100, 125, 150, 175)
 
 
 @pytest.fixture(scope="module")
-def report():
-    records, problems = ResultStore(RESULTS).read()
-    assert not problems, problems
-    return rep.reproduce(RESULTS, "qu2021_dchi", records)
+def report(committed_records):
+    return rep.reproduce(RESULTS, "qu2021_dchi", list(committed_records))
 
 
 @pytest.fixture(scope="module")

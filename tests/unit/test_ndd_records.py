@@ -12,16 +12,13 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import reproduce as rep
-from bench.results.store import ResultStore
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 @pytest.fixture(scope="module")
-def records():
-    found, problems = ResultStore(RESULTS).read()
-    assert not problems, problems
-    return found
+def records(committed_records):
+    return list(committed_records)
 
 
 def ours(records, table: str) -> dict[str, float | None]:

@@ -46,9 +46,8 @@ def test_out_replaces_only_the_marked_block(tmp_path):
     assert splice(text, "new\n").count(BEGIN) == 1
 
 
-def test_docs_results_match_the_committed_records():
-    records, _ = ResultStore(ROOT / "results").read()
+def test_docs_results_match_the_committed_records(committed_records):
     fresh = splice((ROOT / "docs" / "results.md").read_text(encoding="utf-8"),
-                   report(aggregate(seed_frame(records), with_order=True), "results/"))
+                   report(aggregate(seed_frame(list(committed_records)), with_order=True), "results/"))
     assert fresh == (ROOT / "docs" / "results.md").read_text(encoding="utf-8"), (
         "docs/results.md is stale: run `bench report --out docs/results.md`")
