@@ -233,7 +233,8 @@ def test_the_centred_link_cancels_a_shared_prior_and_finds_a_planted_link():
     raw, centred = name_link(scores, truth), name_link(scores - scores.mean(axis=0), truth)
     assert centred[0] - centred[1] > 0 and centred[0] > raw[0] + 0.1, (raw, centred)
     conditions = [f"c{i}" for i in range(40)]
-    patients = [Patient("A", str(i), "F", tuple(c for c, t in zip(conditions, row) if t)) for i, row in enumerate(truth)]
+    patients = [Patient("A", str(i), "F", tuple(c for c, t in zip(conditions, row) if t))
+                for i, row in enumerate(truth)]
     recorded = ranking_scores(ConditionRanking(scores, conditions), patients)
     assert (recorded["link"], recorded["link_ci95"]) == pytest.approx(raw, abs=1e-12)
     assert (recorded["link_centred"], recorded["link_centred_ci95"]) == pytest.approx(centred, abs=1e-12)
