@@ -16,6 +16,12 @@ conditions among the ten ranked first (averaged over patients). ``auc_chance`` a
 ours): the same scores of each patient's ranking against every *other* probed patient's true conditions, averaged
 over all such pairs. A ranking that ignores the name (a model that learnt how common each condition is, and no
 link) scores the same against any patient, so ``auc`` minus ``auc_chance`` is what the name adds.
+``link`` (version 3) is that difference taken per patient (own AUC minus the mean AUC against the other probed
+patients' conditions), averaged over patients, with the half-width of its 95% Student-t interval over patients
+(``link_ci95``). ``link_centred`` and ``link_centred_ci95`` are the same after each condition's mean score over the
+probed names is subtracted: what the model knows of how common a condition is cancels, and only what the name adds
+to it remains. The adversary can do this (it needs only the weights and the names it probes), and a weak link under
+a strong frequency prior shows only in this reading.
 
 Random reference: the condition-frequency baseline, the same ranking for every patient (most frequent first; ties
 broken at random), scored the same way: what the adversary knows without the model.
@@ -44,7 +50,7 @@ class ConditionRanking:
 class ConditionProbe(Attack):
     """Rank the public conditions for each patient's name by the MLM's probability of filling them."""
 
-    version: ClassVar[str] = "2"  # 2: auc_chance, p_at_10_chance
+    version: ClassVar[str] = "3"  # 2: auc_chance, p_at_10_chance; 3: link, link_centred and their intervals
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("auc", True, "ROC AUC of each patient's condition ranking against the true conditions (mean)"),
@@ -53,6 +59,12 @@ class ConditionProbe(Attack):
                                    "over all pairs): the ranking's score without the name-condition link"),
         Metric("p_at_10_chance", True, "p_at_10 of each patient's ranking against another probed patient's "
                                        "conditions (mean over all pairs)"),
+        Metric("link", True, "per patient, auc against the own conditions minus the mean auc against the other "
+                             "probed patients' (mean over patients): what the name adds to the ranking"),
+        Metric("link_ci95", False, "half-width of the 95% Student-t interval of link over patients"),
+        Metric("link_centred", True, "link after each condition's mean score over the probed names is subtracted "
+                                     "(the model's frequency prior removed)"),
+        Metric("link_centred_ci95", False, "half-width of the 95% Student-t interval of link_centred over patients"),
     )
 
     patients: int = 100  # patients probed (the first of the corpus; all when fewer)
@@ -145,12 +157,34 @@ def auc_matrix(scores: np.ndarray, truth: np.ndarray) -> np.ndarray:
         return (ranks @ truth.T - positives * (positives + 1) / 2) / (positives * (truth.shape[1] - positives))
 
 
+def name_link(scores: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
+    """Mean over patients of (AUC of the patient's ranking against their own conditions) minus (its mean AUC against
+    every other patient's), and the half-width of its 95% Student-t interval (1, uninformative, with fewer than two
+    patients to average)."""
+    from scipy import stats
+
+    auc = auc_matrix(scores, truth)
+    own = np.diag(auc)
+    finite = np.isfinite(auc)
+    np.fill_diagonal(finite, False)
+    other = np.where(finite, auc, 0.0).sum(axis=1) / np.maximum(finite.sum(axis=1), 1)
+    difference = (own - other)[np.isfinite(own) & finite.any(axis=1)]
+    if len(difference) == 0:
+        return 0.0, 1.0
+    if len(difference) < 2:
+        return float(difference.mean()), 1.0
+    half = stats.t.ppf(0.975, len(difference) - 1) * stats.sem(difference)
+    return float(difference.mean()), float(half) if np.isfinite(half) else 1.0
+
+
 def ranking_scores(ranking: ConditionRanking, patients: list) -> dict[str, float]:
     """Mean ROC AUC (patients with both classes) and mean precision at 10, each against the ranked patient's own
-    conditions and (``*_chance``) against every other ranked patient's."""
+    conditions and (``*_chance``) against every other ranked patient's; the name link, raw and with each
+    condition's mean score over the ranked patients removed (``name_link``)."""
     rows = min(len(ranking.scores), len(patients))
     if rows == 0:
-        return {"auc": 0.5, "p_at_10": 0.0, "auc_chance": 0.5, "p_at_10_chance": 0.0}
+        return {"auc": 0.5, "p_at_10": 0.0, "auc_chance": 0.5, "p_at_10_chance": 0.0,
+                "link": 0.0, "link_ci95": 1.0, "link_centred": 0.0, "link_centred_ci95": 1.0}
     scores = np.asarray(ranking.scores[:rows], dtype=np.float64)
     truth = condition_truth(ranking.conditions, patients[:rows])
     positives = truth.sum(axis=1)
@@ -167,4 +201,6 @@ def ranking_scores(ranking: ConditionRanking, patients: list) -> dict[str, float
         "p_at_10": float(precision[own].mean()),
         "auc_chance": float(auc[pairs].mean()) if pairs.any() else 0.5,
         "p_at_10_chance": float(precision[other].mean()) if other.any() else 0.0,
+        **dict(zip(("link", "link_ci95"), name_link(scores, truth))),
+        **dict(zip(("link_centred", "link_centred_ci95"), name_link(scores - scores.mean(axis=0), truth))),
     }

@@ -8,12 +8,14 @@ For every committed ``condition-probe`` record of the task whose released checkp
 (``$BENCH_CACHE_DIR/pretrained/<pretrain_key>``, the key in the record's notes), the probe's scores are recomputed
 (``attacks.condition_probe.fill_scores``, the record's template and patient count) and read two ways, each as the
 mean over probed patients of (AUC of the patient's ranking against their own conditions) minus (its mean AUC against
-every other probed patient's), with a 95% Student-t interval over patients:
+every other probed patient's), with a 95% Student-t interval over patients (``attacks.condition_probe.name_link``;
+condition-probe version 3 records both readings as ``link`` and ``link_centred``, so this script is for records of
+earlier versions):
 
 * ``raw``: the attack's own ranking, i.e. the record's ``auc - auc_chance`` with its interval;
 * ``centred``: each condition's mean score over the probed names subtracted first, so that what the model knows of
   how common a condition is cancels and only what the name adds remains. An adversary can do this too (it needs
-  only the weights and the names it probes); it is not a recorded metric.
+  only the weights and the names it probes).
 
 The figures are in docs/clinical.md. A record whose checkpoint is not cached says so: rerunning its cell rebuilds
 it.
@@ -23,21 +25,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-
-def link(scores, truth) -> tuple[float, float, float]:
-    """Mean over patients of own AUC minus mean AUC against the other patients, and its 95% interval."""
-    import numpy as np
-    from scipy import stats
-
-    from attacks.condition_probe import auc_matrix
-
-    auc = auc_matrix(scores, truth)
-    own = np.diag(auc)
-    other = (np.nansum(auc, axis=1) - np.nan_to_num(own)) / np.maximum(np.isfinite(auc).sum(axis=1) - 1, 1)
-    difference = (own - other)[np.isfinite(own)]
-    low, high = stats.t.interval(0.95, len(difference) - 1, loc=difference.mean(), scale=stats.sem(difference))
-    return float(difference.mean()), float(low), float(high)
 
 
 def record_scores(record):
@@ -69,6 +56,7 @@ def main() -> None:
     parser.add_argument("--results-dir", default="results", type=Path)
     args = parser.parse_args()
 
+    from attacks.condition_probe import name_link
     from bench.results.store import ResultStore
 
     records, _ = ResultStore(args.results_dir).read()
@@ -89,10 +77,10 @@ def main() -> None:
             print(f"| {where} | {server} | checkpoint {folder.name} not cached: rerun the cell | |")
             continue
         scores, truth = found
-        raw = link(scores, truth)
-        centred = link(scores - scores.mean(axis=0, keepdims=True), truth)
-        print(f"| {where} | {server} | {raw[0]:+.3f} [{raw[1]:+.3f}, {raw[2]:+.3f}] | "
-              f"{centred[0]:+.3f} [{centred[1]:+.3f}, {centred[2]:+.3f}] |")
+        raw = name_link(scores, truth)
+        centred = name_link(scores - scores.mean(axis=0, keepdims=True), truth)
+        print(f"| {where} | {server} | {raw[0]:+.3f} [{raw[0] - raw[1]:+.3f}, {raw[0] + raw[1]:+.3f}] | "
+              f"{centred[0]:+.3f} [{centred[0] - centred[1]:+.3f}, {centred[0] + centred[1]:+.3f}] |")
 
 
 if __name__ == "__main__":

@@ -187,12 +187,14 @@ def test_probe_ranking_scores():
     perfect = ConditionRanking(np.array([[4.0, 1, 2, 3], [1.0, 4, 3, 2]]), conditions)
     # each ranking puts its own patient's conditions first, so the other patient's last: no chance of a link
     assert ranking_scores(perfect, patients) == {"auc": 1.0, "p_at_10": pytest.approx(0.15), "auc_chance": 0.0,
-                                                 "p_at_10_chance": pytest.approx(0.15)}
+                                                 "p_at_10_chance": pytest.approx(0.15), "link": 1.0, "link_ci95": 0.0,
+                                                 "link_centred": 1.0, "link_centred_ci95": 0.0}
     reversed_ = ConditionRanking(-perfect.scores, conditions)
     assert ranking_scores(reversed_, patients)["auc"] == 0.0
     same = ConditionRanking(np.array([[4.0, 3, 2, 1], [4.0, 3, 2, 1]]), conditions)  # the name changes nothing
     scores = ranking_scores(same, patients)
     assert scores["auc"] == pytest.approx(scores["auc_chance"]) == pytest.approx((1.0 + 0.5) / 2)
+    assert scores["link"] == scores["link_centred"] == 0.0
 
 
 def test_probe_scores_equal_sklearns_per_pair_with_ties():
@@ -216,25 +218,49 @@ def test_probe_scores_equal_sklearns_per_pair_with_ties():
     assert scores["p_at_10"] == pytest.approx(precision, abs=1e-12)
 
 
-def test_the_link_script_cancels_a_shared_prior_and_finds_a_planted_link():
-    """scripts/condition_link.py: a ranking that ignores the name has no link, exactly; a weak planted link under a
-    strong shared frequency prior is hidden in the raw ranking and found once each condition's mean is removed."""
-    import importlib.util
-    from pathlib import Path
+def test_the_centred_link_cancels_a_shared_prior_and_finds_a_planted_link():
+    """condition-probe's link: a ranking that ignores the name has none, exactly; a weak planted link under a strong
+    shared frequency prior is hidden in the raw ranking and found once each condition's mean score is removed."""
+    from attacks.condition_probe import ConditionRanking, name_link, ranking_scores
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "condition_link.py"
-    spec = importlib.util.spec_from_file_location("condition_link", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     rng = np.random.default_rng(0)
     truth = np.zeros((60, 40))
     for row in truth:
         row[rng.choice(40, size=rng.integers(1, 4), replace=False)] = 1.0
     prior = np.sort(rng.normal(size=40))[::-1] * 3.0
-    assert script.link(np.tile(prior, (60, 1)), truth)[0] == pytest.approx(0.0, abs=1e-12)
+    assert name_link(np.tile(prior, (60, 1)), truth)[0] == pytest.approx(0.0, abs=1e-12)
     scores = prior + 0.8 * truth + 0.3 * rng.normal(size=truth.shape)
-    raw, centred = script.link(scores, truth), script.link(scores - scores.mean(axis=0), truth)
-    assert centred[1] > 0 and centred[0] > raw[0] + 0.1, (raw, centred)
+    raw, centred = name_link(scores, truth), name_link(scores - scores.mean(axis=0), truth)
+    assert centred[0] - centred[1] > 0 and centred[0] > raw[0] + 0.1, (raw, centred)
+    conditions = [f"c{i}" for i in range(40)]
+    patients = [Patient("A", str(i), "F", tuple(c for c, t in zip(conditions, row) if t))
+                for i, row in enumerate(truth)]
+    recorded = ranking_scores(ConditionRanking(scores, conditions), patients)
+    assert (recorded["link"], recorded["link_ci95"]) == pytest.approx(raw, abs=1e-12)
+    assert (recorded["link_centred"], recorded["link_centred_ci95"]) == pytest.approx(centred, abs=1e-12)
+    # per patient against the mean of the others, as auc and auc_chance are over all pairs: close, not equal
+    assert recorded["link"] == pytest.approx(recorded["auc"] - recorded["auc_chance"], abs=0.01)
+
+
+def test_the_link_interval_is_a_students_t_interval_over_patients():
+    """link_ci95 against scipy's interval on the per-patient differences, computed here by hand."""
+    from scipy import stats
+    from sklearn.metrics import roc_auc_score
+
+    from attacks.condition_probe import name_link
+
+    rng = np.random.default_rng(3)
+    truth = (rng.random((15, 25)) < 0.15).astype(float)
+    truth[0] = 0.0  # a patient without conditions: no own AUC, nor counted among the others
+    scores = rng.normal(size=(15, 25)) + 0.5 * truth
+    valid = [j for j in range(15) if 0 < truth[j].sum() < 25]
+    differences = [roc_auc_score(truth[i], scores[i])
+                   - np.mean([roc_auc_score(truth[j], scores[i]) for j in valid if j != i]) for i in valid]
+    low, high = stats.t.interval(0.95, len(differences) - 1, loc=np.mean(differences), scale=stats.sem(differences))
+    mean, half = name_link(scores, truth)
+    assert mean == pytest.approx(np.mean(differences), abs=1e-12)
+    assert (mean - half, mean + half) == pytest.approx((low, high), abs=1e-12)
+    assert name_link(scores[:1], truth[1:2])[1] == 1.0  # one patient: nothing to average, uninformative
 
 
 @pytest.mark.parametrize("attack, args", [("name-generation", "samples=0"), ("name-generation", "top_k=0"),
