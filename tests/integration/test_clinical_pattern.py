@@ -17,7 +17,8 @@ What the committed records show, and these tests hold them to:
 - No row ties a name to its conditions beyond chance: EM (0 in every row but SPL-Deidentified's 0.036, 2 of 55
   samples) never beats EM of the same samples with the patients' conditions reassigned among them (em_chance,
   name-generation version 4: 0.063 for that row), and the probe ranks conditions as well against any other
-  patient's as against the named one's (auc_chance, condition-probe version 2). So the paper's "NDD lowers EM" has
+  patient's as against the named one's (auc_chance, condition-probe version 2), with or without the model's
+  frequency prior (link and link_centred, version 3: 0 in every 95% interval). So the paper's "NDD lowers EM" has
   nothing to lower here (docs/clinical.md).
 """
 
@@ -89,8 +90,11 @@ def test_ndd_substitution_lowers_a_at_100(cells, setting):
 def test_no_row_ties_names_to_conditions_beyond_chance(committed_records, setting):
     """EM against the same samples with the conditions reassigned, and the probe's AUC against other patients'
     conditions: at this budget the released MLMs know names and conditions apart, not whose conditions are whose,
-    so the paper's 'NDD lowers EM' has nothing to lower (bench reproduce: not applicable)."""
+    so the paper's 'NDD lowers EM' has nothing to lower (bench reproduce: not applicable). The probe's name link,
+    raw and with the model's frequency prior removed (condition-probe version 3), holds 0 in its 95% interval."""
     generate = newest(committed_records, CELLS[setting], setting)
     probe = newest(committed_records, CELLS[setting], setting, "condition-probe")
     assert generate[f"{GENERATE}/em"] <= generate[f"{GENERATE}/em_chance"] + 0.02
     assert abs(probe["privacy/condition-probe/auc"] - probe["privacy/condition-probe/auc_chance"]) <= 0.02
+    for link in ("link", "link_centred"):
+        assert abs(probe[f"privacy/condition-probe/{link}"]) <= probe[f"privacy/condition-probe/{link}_ci95"], link
