@@ -314,7 +314,7 @@ def test_every_reference_table_has_a_mapping_or_a_reason():
             continue
         rows = rep.expand_rows(mapping, table)
         assert rows and mapping.get("claims"), table
-        assert 1 <= len(mapping["claims"]) <= 8, table
+        assert 1 <= len(mapping["claims"]) <= 12, table  # a few named claims per table (qu2021_dchi maps three)
         reference = rep.load_reference(REPO_RESULTS, table)
         for row in rows:  # every paper path names a transcribed value
             rep.paper_value(reference, row.get("paper"))
