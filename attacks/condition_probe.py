@@ -161,9 +161,13 @@ def name_link(scores: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
     """Mean over patients of (AUC of the patient's ranking against their own conditions) minus (its mean AUC against
     every other patient's), and the half-width of its 95% Student-t interval (1, uninformative, with fewer than two
     patients to average)."""
+    return link_of(auc_matrix(scores, truth))
+
+
+def link_of(auc: np.ndarray) -> tuple[float, float]:
+    """``name_link`` from the ``auc_matrix`` of the rankings (row i: patient i's ranking against each patient)."""
     from scipy import stats
 
-    auc = auc_matrix(scores, truth)
     own = np.diag(auc)
     finite = np.isfinite(auc)
     np.fill_diagonal(finite, False)
@@ -201,6 +205,6 @@ def ranking_scores(ranking: ConditionRanking, patients: list) -> dict[str, float
         "p_at_10": float(precision[own].mean()),
         "auc_chance": float(auc[pairs].mean()) if pairs.any() else 0.5,
         "p_at_10_chance": float(precision[other].mean()) if other.any() else 0.0,
-        **dict(zip(("link", "link_ci95"), name_link(scores, truth))),
+        **dict(zip(("link", "link_ci95"), link_of(auc))),
         **dict(zip(("link_centred", "link_centred_ci95"), name_link(scores - scores.mean(axis=0), truth))),
     }
