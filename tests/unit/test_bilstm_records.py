@@ -51,14 +51,13 @@ def test_the_papers_bilstm_claims_hold_on_our_records(report, claim):
 
 
 def test_on_qqp_the_bilstm_reads_as_the_frozen_minilm(report, rows):
-    """Table 5 on QQP (grids/qu_t5_bilstm_qqp.yaml, seeds 0-1 so far). Text-to-text is above token representation
-    on the mean at the paper's etas 125-175 for the BiLSTM too (the claim holds for the frozen minilm on three seeds;
-    two seeds leave the BiLSTM's paired intervals open: unresolved, not failed). "Token representation far below
-    null privacy" fails for both encoders: undefended QQP is here only 0.06-0.08 above the majority answer (0.69
-    BiLSTM, 0.72 minilm, against 0.636), so there is no 0.1 to lose. The paper's numbers support both claims."""
+    """Table 5 on QQP (grids/qu_t5_bilstm_qqp.yaml, seeds 0-2). Text-to-text is above token representation at the
+    paper's etas 125-175 for the BiLSTM as for the frozen minilm, each on three seeds. "Token representation far
+    below null privacy" fails for both encoders: undefended QQP is here only 0.06-0.08 above the majority answer
+    (0.69 BiLSTM, 0.72 minilm, against 0.636), so there is no 0.1 to lose. The paper's numbers support both claims."""
     claims = {c["id"]: c for c in report["claims"]}
     text_above = claims["Qu T5 (BiLSTM): text-to-text above token representation once inversion exceeds 0.25"]
-    assert text_above["paper_verdict"] == "holds" and text_above["verdict"] in ("holds", "unresolved")
+    assert text_above["paper_verdict"] == "holds" and text_above["verdict"].startswith("holds"), text_above["verdict"]
     for eta in (125, 150, 175):
         text, token = (rows[f"T5 qqp bilstm {scheme} eta {eta}"]["mean"] for scheme in ("text_to_text", "token_rep"))
         assert text > token, (eta, text, token)
@@ -66,4 +65,4 @@ def test_on_qqp_the_bilstm_reads_as_the_frozen_minilm(report, rows):
                   "Qu T5: token representation falls far below null privacy"):
         assert claims[claim]["paper_verdict"] == "holds" and claims[claim]["verdict"] == "fails", claim
     null = rows["T5 qqp bilstm null privacy"]
-    assert null["n"] >= 2 and null["mean"] - null["chance"] < 0.1, null
+    assert null["n"] >= 3 and null["mean"] - null["chance"] < 0.1, null

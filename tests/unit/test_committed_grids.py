@@ -18,7 +18,6 @@ INCOMPLETE = {
     "ndd_ptb.yaml": "hours of NDD scoring per cell (issue 13)",
     "ndd_ptb20.yaml": "the two NP cells: about an hour of NDD scoring on 2 cores, resumable (issue 13)",
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
-    "qu_t5_bilstm_qqp.yaml": "seeds 0-1 recorded, seed 2 (about 30 minutes) not yet run (issue 16)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
