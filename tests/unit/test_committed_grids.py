@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
     "ndd_ptb.yaml": "hours of NDD scoring per cell (issue 13)",
-    "ndd_ptb20.yaml": "the two NP cells: about an hour of NDD scoring on 2 cores, resumable (issue 13)",
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
