@@ -23,7 +23,11 @@ def records(committed_records):
 
 def ours(records, table: str) -> dict[str, float | None]:
     """Our mean per row id of a reproduction mapping."""
-    report = rep.reproduce(RESULTS, table, records)
+    return means(rep.reproduce(RESULTS, table, records))
+
+
+def means(report: dict) -> dict[str, float | None]:
+    """Our mean per row id of a reproduce report."""
     return {row["id"]: row["ours"]["mean"] for row in report["rows"]}
 
 
@@ -116,7 +120,7 @@ def test_on_ptb20_the_less_is_substituted_the_more_the_parser_keeps(records):
     is on the ordering's verdict and on the third of the NPs losing less than half of what every phrase loses. Every
     NDD rewrite leaves span-recovery below the frequency guess, and NDD's choice below the first candidate drawn."""
     report = rep.reproduce(RESULTS, "li_ndd_table2", records)
-    table = {row["id"]: row["ours"]["mean"] for row in report["rows"]}
+    table = means(report)
     claims = {c["id"]: c for c in report["claims"]}
     assert claims["NDD T2 (ptb-20): the less is substituted, the more parsing utility is kept"]["verdict"] == "holds"
     unprotected = table["ptb-20 unprotected lf"]
