@@ -6,6 +6,8 @@ A hospital further pretrains a masked LM (``load_mlm`` name: ``minilm-mlm`` offl
 decay) under a step budget; the checkpoint is cached under ``$BENCH_CACHE_DIR/pretrained/<key>`` (the user's
 cache directory, never the repository), the key covering the MLM and its revision, the hash of the exact
 released sentences, the budget and the recipe. Zero steps release the MLM as it is (the general-domain row).
+An interrupted build keeps its state under ``$BENCH_CACHE_DIR/partial/pretrained-<key>`` (saved every five minutes
+of training) and the next build of the same key continues from it, bit for bit.
 """
 
 from __future__ import annotations
@@ -78,17 +80,22 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
 
 
 def _build(budget: PretrainingBudget, sentences: list[str], target: Path, key: str, progress: bool) -> None:
+    import shutil
+
     from bench.core.files import atomic_directory
+    from bench.models.cache import cache_root
     from bench.models.mlm import load_mlm
     from bench.models.offline_mlm import MLMRecipe, train
 
     mlm = load_mlm(budget.mlm, seed=budget.seed)
     recipe = MLMRecipe(encoder=budget.mlm, budget_minutes=24 * 60.0, steps=budget.steps, batch_size=budget.batch_size,
                        seq_len=budget.seq_len, lr=budget.lr, seed=budget.seed)
-    log = train(mlm, sentences, recipe, progress=progress)
+    partial = cache_root() / "partial" / f"pretrained-{key}"  # an interrupted build continues from here
+    log = train(mlm, sentences, recipe, progress=progress, resume=partial)
     mlm.head = f"{mlm.head}; further pretrained {log.steps} steps on a client's released text (key {key})"
     info = {"key": key, "budget": asdict(budget), "steps": log.steps, "seconds": round(log.seconds, 1),
             "sequences": log.sequences, "sentences": len(sentences), "version": VERSION}
     with atomic_directory(target) as folder:
         mlm.save(folder)
         (folder / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+    shutil.rmtree(partial, ignore_errors=True)

@@ -33,6 +33,8 @@ from bench.core.params import require
 NAME = "minilm-mlm"  # the load_mlm name of the trained MLM of the offline encoder
 VERSION = 2  # of the recipe, in the cache key (2: a step budget)
 INFO_FILE = "info.json"
+STATE_FILE = "state.pt"  # of an interrupted run (train's resume folder)
+SAVE_EVERY_SECONDS = 300.0  # a save of minilm's MLM with its AdamW moments writes about 270 MB, in about a second
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,19 @@ def masked_logits(model, input_ids, row_index, column, attention_mask=None):
 
 
 def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any], float] | None = None,
-          checkpoints: tuple[float, ...] = (), progress: bool = True) -> TrainingLog:
+          checkpoints: tuple[float, ...] = (), progress: bool = True, resume: Path | None = None,
+          save_every: float | None = None) -> TrainingLog:
     """Train every layer of ``mlm`` (a ``bench.models.mlm.MaskedLM``) on ``sentences`` under ``recipe``.
 
     ``evaluate(mlm)`` runs after each of the ``checkpoints`` (minutes of training) that the run reaches and
     at the end; evaluation time does not count against the budget.
+
+    ``resume``: a folder where the run's state (weights, optimizer, both random generators, the log) is saved
+    every ``save_every`` seconds of training (``SAVE_EVERY_SECONDS`` by default); a run given a folder that holds a
+    state continues from it. Under a step budget the result is bit-identical to an uninterrupted run
+    (tests/unit/test_offline_mlm.py); under a time budget the learning-rate schedule follows the training time, so
+    the seconds lost to the interruption are not replayed exactly. The caller keys the folder by everything the run
+    depends on and removes it once the model is saved.
     """
     import torch
 
@@ -168,13 +178,18 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=recipe.lr, weight_decay=recipe.weight_decay)
     budget = recipe.budget_minutes * 60.0
-    log, pending, losses = TrainingLog(), sorted(m for m in checkpoints if m < recipe.budget_minutes), []
+    log, losses = TrainingLog(), []
+    saved = _restore(resume, model, optimizer, rng, log, losses, progress) if resume is not None else None
+    pending = sorted(m for m in checkpoints if log.seconds < m * 60 and m < recipe.budget_minutes)
     attention = torch.ones((min(recipe.batch_size, len(rows)), recipe.seq_len), dtype=torch.long)
     threads = torch.get_num_threads()
     torch.set_num_threads(available_cores())
     try:
         with torch.random.fork_rng():
             torch.manual_seed(recipe.seed)
+            if saved is not None:
+                torch.set_rng_state(saved)  # dropout continues where the interrupted run stopped
+            last_save, interval = time.perf_counter(), SAVE_EVERY_SECONDS if save_every is None else save_every
             while True:
                 progress_share = max(log.seconds / budget, log.steps / recipe.steps if recipe.steps else 0.0)
                 if progress_share >= 1.0:
@@ -206,12 +221,51 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
                 while pending and log.seconds >= pending[0] * 60 and evaluate is not None:
                     pending.pop(0)
                     log.checkpoints.append(_checkpoint(mlm, log, losses, evaluate, progress))
+                if resume is not None and time.perf_counter() - last_save >= interval:
+                    _save_state(resume, model, optimizer, rng, log, losses)
+                    last_save = time.perf_counter()
     finally:
         torch.set_num_threads(threads)
         model.eval()
     if evaluate is not None:
         log.checkpoints.append(_checkpoint(mlm, log, losses, evaluate, progress))
     return log
+
+
+def _save_state(folder: Path, model, optimizer, rng: np.random.Generator, log: TrainingLog,
+                losses: list[float]) -> None:
+    """Everything a training run needs to continue, written atomically to ``folder/state.pt``."""
+    import torch
+
+    from bench.core.files import atomic_writer
+
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "numpy": rng.bit_generator.state,
+             "torch": torch.get_rng_state(), "log": asdict(log), "losses": losses}
+    with atomic_writer(Path(folder) / STATE_FILE, "wb") as handle:
+        torch.save(state, handle)
+
+
+def _restore(folder: Path, model, optimizer, rng: np.random.Generator, log: TrainingLog, losses: list[float],
+             progress: bool):
+    """Load a saved state into the run's objects (in place) and return torch's generator state, or None when the
+    folder holds no state."""
+    import torch
+
+    path = Path(folder) / STATE_FILE
+    if not path.is_file():
+        return None
+    state = torch.load(path, weights_only=False)  # written by _save_state into the user's own cache
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    rng.bit_generator.state = state["numpy"]
+    saved_log = state["log"]
+    log.steps, log.seconds, log.cpu_seconds, log.sequences = (
+        saved_log["steps"], saved_log["seconds"], saved_log["cpu_seconds"], saved_log["sequences"])
+    log.checkpoints = [Checkpoint(**point) for point in saved_log["checkpoints"]]
+    losses.extend(state["losses"])
+    if progress:
+        print(f"  resumed at step {log.steps} ({log.seconds / 60:.1f} min of training) from {path}", flush=True)
+    return state["torch"]
 
 
 def _checkpoint(mlm, log: TrainingLog, losses: list[float], evaluate, progress: bool) -> Checkpoint:
@@ -255,9 +309,12 @@ def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = ()
 
 def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, corpus_hash: str,
            checkpoints: tuple[float, ...], progress: bool, target: Path) -> None:
+    import shutil
+
     from bench.core.files import atomic_directory
     from bench.data.public_corpus import held_out
     from bench.models import mlm as mlm_module
+    from bench.models.cache import cache_root
 
     mlm = mlm_module.load_mlm(recipe.encoder, seed=recipe.seed)
     texts, held_out_description, held_out_hash = held_out(recipe.exclude_task or None)
@@ -266,8 +323,9 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
         print(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"
               f"{f' or {recipe.steps} steps' if recipe.steps else ''}, {available_cores()} threads; held-out top-1 "
               f"before {before:.4f}", flush=True)
+    partial = cache_root() / "partial" / f"mlm-{target.name}"  # an interrupted build continues from here
     log = train(mlm, sentences, recipe, lambda m: mlm_module.masked_token_accuracy(m, texts, seed=recipe.seed),
-                checkpoints, progress)
+                checkpoints, progress, resume=partial)
     info = {
         "key": target.name, "recipe": asdict(recipe), "version": VERSION, "corpus": corpus_description,
         "corpus_hash": corpus_hash, "held_out": held_out_description, "held_out_hash": held_out_hash,
@@ -282,6 +340,7 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
     with atomic_directory(target) as folder:
         mlm.save(folder)
         (folder / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+    shutil.rmtree(partial, ignore_errors=True)
     if progress:
         print(f"saved {target}: {info['head']}", flush=True)
 

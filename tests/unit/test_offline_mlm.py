@@ -136,3 +136,66 @@ def test_a_task_outside_the_corpus_shares_the_whole_corpus_mlm():
     assert recipe_for("conll2003").exclude_task == "conll2003"
     assert recipe_for("squad").exclude_task == "squad"
     assert recipe_for("ptb") == recipe_for(None) == MLMRecipe()  # no PTB text in the corpus: one MLM, one key
+
+
+def _interrupt_at_call(monkeypatch, module, name: str, call: int):
+    """Make ``module.name`` raise KeyboardInterrupt on its ``call``-th call (as a killed process stops)."""
+    original, calls = getattr(module, name), []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+
+
+def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(tiny_bert, monkeypatch, tmp_path):
+    from bench.models import offline_mlm
+    from bench.models.mlm import load_mlm
+
+    recipe = offline_mlm.MLMRecipe(encoder=tiny_bert, steps=6, batch_size=4, seq_len=16)
+    straight = load_mlm(tiny_bert)
+    straight_log = offline_mlm.train(straight, SENTENCES, recipe, progress=False)
+
+    folder = tmp_path / "partial"
+    with monkeypatch.context() as patch:
+        _interrupt_at_call(patch, offline_mlm, "masked_batch", 4)  # killed while drawing the fourth batch
+        with pytest.raises(KeyboardInterrupt):
+            offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False, resume=folder, save_every=0)
+    assert (folder / offline_mlm.STATE_FILE).is_file()
+    resumed = load_mlm(tiny_bert)  # a fresh process: the initial weights, then the saved state
+    batches = []
+    original = offline_mlm.masked_batch
+    monkeypatch.setattr(offline_mlm, "masked_batch", lambda *a: batches.append(1) or original(*a))
+    log = offline_mlm.train(resumed, SENTENCES, recipe, progress=False, resume=folder, save_every=0)
+    assert len(batches) == 3  # steps 4-6 only
+    assert (log.steps, log.sequences) == (straight_log.steps, straight_log.sequences) == (6, 24)
+    expected = straight.model.state_dict()
+    for name, tensor in resumed.model.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
+
+
+def test_an_interrupted_further_pretraining_continues_and_leaves_no_partial_state(tiny_bert, monkeypatch, tmp_path):
+    from bench.models import further_pretraining, offline_mlm
+    from bench.models.cache import cache_root
+    from bench.models.mlm import load_mlm
+
+    budget = further_pretraining.PretrainingBudget(mlm=tiny_bert, steps=4, batch_size=4, seq_len=16)
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "uninterrupted"))
+    reference, _ = further_pretraining.pretrained_mlm(budget, SENTENCES)
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "interrupted"))
+    monkeypatch.setattr(offline_mlm, "SAVE_EVERY_SECONDS", 0.0)  # save after every step
+    with monkeypatch.context() as patch:
+        _interrupt_at_call(patch, offline_mlm, "masked_batch", 3)
+        with pytest.raises(KeyboardInterrupt):
+            further_pretraining.pretrained_mlm(budget, SENTENCES)
+    key = further_pretraining.pretraining_key(budget, SENTENCES)
+    assert (cache_root() / "partial" / f"pretrained-{key}" / offline_mlm.STATE_FILE).is_file()
+    path, notes = further_pretraining.pretrained_mlm(budget, SENTENCES)
+    assert notes["pretrain_steps"] == 4 and not (cache_root() / "partial" / f"pretrained-{key}").exists()
+    expected = load_mlm(str(reference)).model.state_dict()
+    for name, tensor in load_mlm(str(path)).model.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
