@@ -213,7 +213,7 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
     specs = load_grid(grid, device=device, here=executor == "local", precision=precision)
     if shard:
         specs = shard_of(specs, shard)
-    rows = estimate_cells(specs, store)
+    rows = estimate_cells(specs, store.read()[0])
     table = Table(title=f"{plain(grid)}: {len(specs)} cells (dry run, nothing runs)", title_justify="left")
     for column in ("cell", "status", "estimate", "from"):
         table.add_column(column, justify="right" if column == "estimate" else "left")

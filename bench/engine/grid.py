@@ -266,8 +266,8 @@ class CellEstimate:
     basis: str  # which records: this configuration, or its task and defense
 
 
-def estimate_cells(specs: Iterable[RunSpec], store: ResultStore) -> list[CellEstimate]:
-    """Each cell's status and time estimate, read from the store; nothing runs.
+def estimate_cells(specs: Iterable[RunSpec], records: Iterable) -> list[CellEstimate]:
+    """Each cell's status and time estimate, read from stored ``records`` (``ResultStore.read()``); nothing runs.
 
     The estimate is the median ``runtime_s`` of the stored records of the same configuration (config hash, any
     seed) on the cell's device, else of the same task and defense on that device, else of the same task and
@@ -275,7 +275,7 @@ def estimate_cells(specs: Iterable[RunSpec], store: ResultStore) -> list[CellEst
     """
     import statistics
 
-    records, _ = store.read()
+    records = list(records)
     done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
     by_config: dict[str, list] = {}
     by_pair: dict[tuple, list] = {}
