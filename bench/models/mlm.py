@@ -263,8 +263,9 @@ def mlm_identity(name: str, task: str | None = None, device: str = "cpu") -> str
 
 @functools.lru_cache(maxsize=8)
 def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[str, Any]:
-    """What a record says of the MLM ``name`` used on ``task``: its name, its head in words and its held-out
-    masked top-1 (read from a trained offline MLM's info, else measured on the held-out public text)."""
+    """What a record says of the MLM ``name`` used on ``task``: its name, its head in words, its held-out masked
+    top-1 (read from a trained offline MLM's info, else measured on the held-out public text) and the digest of its
+    weights (``mlm_identity``), which tells whether a rebuilt or downloaded MLM is the one the record used."""
     from bench.data.public_corpus import held_out
 
     mlm = shared_mlm(name, task, device)
@@ -275,7 +276,7 @@ def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[s
     else:
         texts, _, _ = held_out(task)
         top1 = round(masked_token_accuracy(mlm, texts), 4)
-    return {"mlm": name, "mlm_head": mlm.head, "mlm_top1": top1}
+    return {"mlm": name, "mlm_head": mlm.head, "mlm_top1": top1, "mlm_weights": mlm_identity(name, task, device)}
 
 
 def check_mlm_name(name: str, allow_untrained: bool = False) -> None:

@@ -65,6 +65,24 @@ def test_saved_mlm_loads_back_with_its_head(tiny_bert, tmp_path):
         assert torch.equal(value, back.model.state_dict()[key]), key
 
 
+def test_a_records_mlm_facts_name_the_weights_it_used(tiny_bert, tmp_path, monkeypatch):
+    import bench.data.public_corpus as public
+    from bench.models import mlm as mlm_module
+    from bench.models.mlm import load_mlm, mlm_facts, mlm_identity
+
+    monkeypatch.setattr(public, "held_out", lambda *a, **k: (["a river runs north"], "tiny held-out", "hash"))
+    monkeypatch.setattr(mlm_module, "masked_token_accuracy", lambda *a, **k: 0.5)  # the digest is what is tested
+    mlm = load_mlm(tiny_bert)
+    mlm.head = "fresh BERT-style head, trained by a test"
+    mlm.save(tmp_path / "a")
+    with torch.no_grad():
+        mlm.model.cls.predictions.transform.dense.weight[0, 0] += 1.0  # the same MLM, one weight apart
+    mlm.save(tmp_path / "b")
+    first, second = mlm_facts(str(tmp_path / "a")), mlm_facts(str(tmp_path / "b"))
+    assert first["mlm_weights"] == mlm_identity(str(tmp_path / "a")) and len(first["mlm_weights"]) == 16
+    assert first["mlm_head"] == second["mlm_head"] and first["mlm_weights"] != second["mlm_weights"]
+
+
 def test_mock_encoders_have_no_masked_lm():
     from bench.models.mlm import load_mlm
 
