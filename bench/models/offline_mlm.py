@@ -255,6 +255,13 @@ def _restore(folder: Path, model, optimizer, rng: np.random.Generator, log: Trai
     if not path.is_file():
         return None
     state = torch.load(path, weights_only=False)  # written by _save_state into the user's own cache
+    ours = model.state_dict()
+    if {k: tuple(v.shape) for k, v in state["model"].items()} != {k: tuple(v.shape) for k, v in ours.items()}:
+        import warnings
+
+        warnings.warn(f"{path} holds the state of another model (code changed since it was saved); training starts "
+                      "over and replaces it.", stacklevel=2)
+        return None
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     rng.bit_generator.state = state["numpy"]

@@ -199,3 +199,20 @@ def test_an_interrupted_further_pretraining_continues_and_leaves_no_partial_stat
     expected = load_mlm(str(reference)).model.state_dict()
     for name, tensor in load_mlm(str(path)).model.state_dict().items():
         assert torch.equal(tensor, expected[name]), name
+
+
+def test_a_saved_state_of_another_model_is_set_aside_with_a_warning(tiny_bert, tmp_path, monkeypatch):
+    from bench.models import offline_mlm
+    from bench.models.mlm import load_mlm
+
+    recipe = offline_mlm.MLMRecipe(encoder=tiny_bert, steps=2, batch_size=4, seq_len=16)
+    folder = tmp_path / "partial"
+    offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False, resume=folder, save_every=0)
+    state = torch.load(folder / offline_mlm.STATE_FILE, weights_only=False)
+    state["model"] = {k: v[..., :1] if v.dim() else v for k, v in state["model"].items()}  # another shape
+    torch.save(state, folder / offline_mlm.STATE_FILE)
+    batches, original = [], offline_mlm.masked_batch
+    monkeypatch.setattr(offline_mlm, "masked_batch", lambda *a: batches.append(1) or original(*a))
+    with pytest.warns(UserWarning, match="another model"):
+        log = offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False, resume=folder, save_every=0)
+    assert log.steps == 2 and len(batches) == 2  # both steps trained again: the saved step 2 was not resumed
