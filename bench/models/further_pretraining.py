@@ -83,14 +83,13 @@ def _build(budget: PretrainingBudget, sentences: list[str], target: Path, key: s
     import shutil
 
     from bench.core.files import atomic_directory
-    from bench.models.cache import cache_root
     from bench.models.mlm import load_mlm
-    from bench.models.offline_mlm import MLMRecipe, train
+    from bench.models.offline_mlm import MLMRecipe, resume_folder, train
 
     mlm = load_mlm(budget.mlm, seed=budget.seed)
     recipe = MLMRecipe(encoder=budget.mlm, budget_minutes=24 * 60.0, steps=budget.steps, batch_size=budget.batch_size,
                        seq_len=budget.seq_len, lr=budget.lr, seed=budget.seed)
-    partial = cache_root() / "partial" / f"pretrained-{key}"  # an interrupted build continues from here
+    partial = resume_folder("pretrained", key)  # an interrupted build continues from here
     log = train(mlm, sentences, recipe, progress=progress, resume=partial)
     mlm.head = f"{mlm.head}; further pretrained {log.steps} steps on a client's released text (key {key})"
     info = {"key": key, "budget": asdict(budget), "steps": log.steps, "seconds": round(log.seconds, 1),

@@ -178,8 +178,9 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=recipe.lr, weight_decay=recipe.weight_decay)
     budget = recipe.budget_minutes * 60.0
-    log, losses = TrainingLog(), []
-    saved = _restore(resume, model, optimizer, rng, log, losses, progress) if resume is not None else None
+    log, losses, saved = TrainingLog(), [], None  # saved: torch's generator state of a resumed run
+    if resume is not None and (restored := _restore(resume, model, optimizer, rng, progress)) is not None:
+        log, losses, saved = restored
     pending = sorted(m for m in checkpoints if log.seconds < m * 60 and m < recipe.budget_minutes)
     attention = torch.ones((min(recipe.batch_size, len(rows)), recipe.seq_len), dtype=torch.long)
     threads = torch.get_num_threads()
@@ -232,6 +233,13 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     return log
 
 
+def resume_folder(kind: str, key: str) -> Path:
+    """Where an interrupted build of ``kind`` (``mlm``, ``pretrained``) with cache key ``key`` keeps its state."""
+    from bench.models.cache import cache_root
+
+    return cache_root() / "partial" / f"{kind}-{key}"
+
+
 def _save_state(folder: Path, model, optimizer, rng: np.random.Generator, log: TrainingLog,
                 losses: list[float]) -> None:
     """Everything a training run needs to continue, written atomically to ``folder/state.pt``."""
@@ -245,18 +253,16 @@ def _save_state(folder: Path, model, optimizer, rng: np.random.Generator, log: T
         torch.save(state, handle)
 
 
-def _restore(folder: Path, model, optimizer, rng: np.random.Generator, log: TrainingLog, losses: list[float],
-             progress: bool):
-    """Load a saved state into the run's objects (in place) and return torch's generator state, or None when the
-    folder holds no state."""
+def _restore(folder: Path, model, optimizer, rng: np.random.Generator, progress: bool):
+    """Load a saved state into the model, the optimizer and ``rng`` (in place) and return the run's log, its losses
+    and torch's generator state; None when the folder holds no state of this model."""
     import torch
 
     path = Path(folder) / STATE_FILE
     if not path.is_file():
         return None
     state = torch.load(path, weights_only=False)  # written by _save_state into the user's own cache
-    ours = model.state_dict()
-    if {k: tuple(v.shape) for k, v in state["model"].items()} != {k: tuple(v.shape) for k, v in ours.items()}:
+    if {k: v.shape for k, v in state["model"].items()} != {k: v.shape for k, v in model.state_dict().items()}:
         import warnings
 
         warnings.warn(f"{path} holds the state of another model (code changed since it was saved); training starts "
@@ -265,14 +271,10 @@ def _restore(folder: Path, model, optimizer, rng: np.random.Generator, log: Trai
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     rng.bit_generator.state = state["numpy"]
-    saved_log = state["log"]
-    log.steps, log.seconds, log.cpu_seconds, log.sequences = (
-        saved_log["steps"], saved_log["seconds"], saved_log["cpu_seconds"], saved_log["sequences"])
-    log.checkpoints = [Checkpoint(**point) for point in saved_log["checkpoints"]]
-    losses.extend(state["losses"])
+    log = TrainingLog(**{**state["log"], "checkpoints": [Checkpoint(**c) for c in state["log"]["checkpoints"]]})
     if progress:
         print(f"  resumed at step {log.steps} ({log.seconds / 60:.1f} min of training) from {path}", flush=True)
-    return state["torch"]
+    return log, list(state["losses"]), state["torch"]
 
 
 def _checkpoint(mlm, log: TrainingLog, losses: list[float], evaluate, progress: bool) -> Checkpoint:
@@ -321,7 +323,6 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
     from bench.core.files import atomic_directory
     from bench.data.public_corpus import held_out
     from bench.models import mlm as mlm_module
-    from bench.models.cache import cache_root
 
     mlm = mlm_module.load_mlm(recipe.encoder, seed=recipe.seed)
     texts, held_out_description, held_out_hash = held_out(recipe.exclude_task or None)
@@ -330,7 +331,7 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
         print(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"
               f"{f' or {recipe.steps} steps' if recipe.steps else ''}, {available_cores()} threads; held-out top-1 "
               f"before {before:.4f}", flush=True)
-    partial = cache_root() / "partial" / f"mlm-{target.name}"  # an interrupted build continues from here
+    partial = resume_folder("mlm", target.name)  # an interrupted build continues from here
     log = train(mlm, sentences, recipe, lambda m: mlm_module.masked_token_accuracy(m, texts, seed=recipe.seed),
                 checkpoints, progress, resume=partial)
     info = {

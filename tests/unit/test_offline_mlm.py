@@ -138,17 +138,25 @@ def test_a_task_outside_the_corpus_shares_the_whole_corpus_mlm():
     assert recipe_for("ptb") == recipe_for(None) == MLMRecipe()  # no PTB text in the corpus: one MLM, one key
 
 
-def _interrupt_at_call(monkeypatch, module, name: str, call: int):
-    """Make ``module.name`` raise KeyboardInterrupt on its ``call``-th call (as a killed process stops)."""
+def _watch_calls(monkeypatch, module, name: str, interrupt_at: int = 0) -> list:
+    """Count the calls of ``module.name`` (the returned list grows by one per call); with ``interrupt_at`` the
+    call of that number raises KeyboardInterrupt instead, as a killed process stops."""
     original, calls = getattr(module, name), []
 
     def counted(*args, **kwargs):
         calls.append(1)
-        if len(calls) == call:
+        if len(calls) == interrupt_at:
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
     monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def _assert_same_weights(model, expected):
+    """Every tensor of ``model``'s state equals ``expected``'s (a state dict), bit for bit."""
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
 
 
 def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(tiny_bert, monkeypatch, tmp_path):
@@ -161,20 +169,16 @@ def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(tiny_bert, m
 
     folder = tmp_path / "partial"
     with monkeypatch.context() as patch:
-        _interrupt_at_call(patch, offline_mlm, "masked_batch", 4)  # killed while drawing the fourth batch
+        _watch_calls(patch, offline_mlm, "masked_batch", interrupt_at=4)  # killed while drawing the fourth batch
         with pytest.raises(KeyboardInterrupt):
             offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False, resume=folder, save_every=0)
     assert (folder / offline_mlm.STATE_FILE).is_file()
     resumed = load_mlm(tiny_bert)  # a fresh process: the initial weights, then the saved state
-    batches = []
-    original = offline_mlm.masked_batch
-    monkeypatch.setattr(offline_mlm, "masked_batch", lambda *a: batches.append(1) or original(*a))
+    batches = _watch_calls(monkeypatch, offline_mlm, "masked_batch")
     log = offline_mlm.train(resumed, SENTENCES, recipe, progress=False, resume=folder, save_every=0)
     assert len(batches) == 3  # steps 4-6 only
     assert (log.steps, log.sequences) == (straight_log.steps, straight_log.sequences) == (6, 24)
-    expected = straight.model.state_dict()
-    for name, tensor in resumed.model.state_dict().items():
-        assert torch.equal(tensor, expected[name]), name
+    _assert_same_weights(resumed.model, straight.model.state_dict())
 
 
 def test_an_interrupted_further_pretraining_continues_and_leaves_no_partial_state(tiny_bert, monkeypatch, tmp_path):
@@ -189,16 +193,14 @@ def test_an_interrupted_further_pretraining_continues_and_leaves_no_partial_stat
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "interrupted"))
     monkeypatch.setattr(offline_mlm, "SAVE_EVERY_SECONDS", 0.0)  # save after every step
     with monkeypatch.context() as patch:
-        _interrupt_at_call(patch, offline_mlm, "masked_batch", 3)
+        _watch_calls(patch, offline_mlm, "masked_batch", interrupt_at=3)
         with pytest.raises(KeyboardInterrupt):
             further_pretraining.pretrained_mlm(budget, SENTENCES)
-    key = further_pretraining.pretraining_key(budget, SENTENCES)
-    assert (cache_root() / "partial" / f"pretrained-{key}" / offline_mlm.STATE_FILE).is_file()
+    partial = offline_mlm.resume_folder("pretrained", further_pretraining.pretraining_key(budget, SENTENCES))
+    assert partial.parent == cache_root() / "partial" and (partial / offline_mlm.STATE_FILE).is_file()
     path, notes = further_pretraining.pretrained_mlm(budget, SENTENCES)
-    assert notes["pretrain_steps"] == 4 and not (cache_root() / "partial" / f"pretrained-{key}").exists()
-    expected = load_mlm(str(reference)).model.state_dict()
-    for name, tensor in load_mlm(str(path)).model.state_dict().items():
-        assert torch.equal(tensor, expected[name]), name
+    assert notes["pretrain_steps"] == 4 and not partial.exists()
+    _assert_same_weights(load_mlm(str(path)).model, load_mlm(str(reference)).model.state_dict())
 
 
 def test_a_saved_state_of_another_model_is_set_aside_with_a_warning(tiny_bert, tmp_path, monkeypatch):
@@ -211,8 +213,7 @@ def test_a_saved_state_of_another_model_is_set_aside_with_a_warning(tiny_bert, t
     state = torch.load(folder / offline_mlm.STATE_FILE, weights_only=False)
     state["model"] = {k: v[..., :1] if v.dim() else v for k, v in state["model"].items()}  # another shape
     torch.save(state, folder / offline_mlm.STATE_FILE)
-    batches, original = [], offline_mlm.masked_batch
-    monkeypatch.setattr(offline_mlm, "masked_batch", lambda *a: batches.append(1) or original(*a))
+    batches = _watch_calls(monkeypatch, offline_mlm, "masked_batch")
     with pytest.warns(UserWarning, match="another model"):
         log = offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False, resume=folder, save_every=0)
     assert log.steps == 2 and len(batches) == 2  # both steps trained again: the saved step 2 was not resumed
