@@ -61,7 +61,9 @@ def pretraining_key(budget: PretrainingBudget, sentences: list[str]) -> str:
 
 def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bool = False) -> tuple[Path | None, dict]:
     """The directory of the MLM further pretrained on ``sentences`` (None for 0 steps: the MLM as it is), and what
-    the record says of the run (steps, seconds, sequences, key). Cached; a file lock serialises builders."""
+    the record says of the run (steps, seconds, CPU seconds, sequences, key). Cached; a file lock serialises
+    builders. ``seconds`` is wall-clock and counts any time the process was stopped; ``cpu_seconds`` (all threads,
+    absent from checkpoints built before 2026-11-28) does not."""
     from filelock import FileLock
 
     from bench.models.cache import cache_root
@@ -76,7 +78,8 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
         if not (target / INFO_FILE).is_file():
             _build(budget, sentences, target, key, progress)
     info = json.loads((target / INFO_FILE).read_text(encoding="utf-8"))
-    return target, {f"pretrain_{k}": info[k] for k in ("key", "steps", "seconds", "sequences", "sentences")}
+    facts = ("key", "steps", "seconds", "cpu_seconds", "sequences", "sentences")
+    return target, {f"pretrain_{k}": info[k] for k in facts if k in info}
 
 
 def _build(budget: PretrainingBudget, sentences: list[str], target: Path, key: str, progress: bool) -> None:
@@ -93,7 +96,8 @@ def _build(budget: PretrainingBudget, sentences: list[str], target: Path, key: s
     log = train(mlm, sentences, recipe, progress=progress, resume=partial)
     mlm.head = f"{mlm.head}; further pretrained {log.steps} steps on a client's released text (key {key})"
     info = {"key": key, "budget": asdict(budget), "steps": log.steps, "seconds": round(log.seconds, 1),
-            "sequences": log.sequences, "sentences": len(sentences), "version": VERSION}
+            "cpu_seconds": round(log.cpu_seconds, 1), "sequences": log.sequences, "sentences": len(sentences),
+            "version": VERSION}
     with atomic_directory(target) as folder:
         mlm.save(folder)
         (folder / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")

@@ -138,13 +138,15 @@ def test_a_task_outside_the_corpus_shares_the_whole_corpus_mlm():
     assert recipe_for("ptb") == recipe_for(None) == MLMRecipe()  # no PTB text in the corpus: one MLM, one key
 
 
-def _watch_calls(monkeypatch, module, name: str, interrupt_at: int = 0) -> list:
+def _watch_calls(monkeypatch, module, name: str, interrupt_at: int = 0, before=None) -> list:
     """Count the calls of ``module.name`` (the returned list grows by one per call); with ``interrupt_at`` the
-    call of that number raises KeyboardInterrupt instead, as a killed process stops."""
+    call of that number raises KeyboardInterrupt instead, as a killed process stops; ``before`` runs first."""
     original, calls = getattr(module, name), []
 
     def counted(*args, **kwargs):
         calls.append(1)
+        if before is not None:
+            before()
         if len(calls) == interrupt_at:
             raise KeyboardInterrupt
         return original(*args, **kwargs)
@@ -217,3 +219,16 @@ def test_a_saved_state_of_another_model_is_set_aside_with_a_warning(tiny_bert, t
     with pytest.warns(UserWarning, match="another model"):
         log = offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False, resume=folder, save_every=0)
     assert log.steps == 2 and len(batches) == 2  # both steps trained again: the saved step 2 was not resumed
+
+
+def test_time_the_process_spends_stopped_counts_in_seconds_but_not_in_cpu_seconds(tiny_bert, monkeypatch, tmp_path):
+    import time
+
+    from bench.models import further_pretraining, offline_mlm
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    _watch_calls(monkeypatch, offline_mlm, "masked_batch", before=lambda: time.sleep(0.25))  # as if stopped
+    budget = further_pretraining.PretrainingBudget(mlm=tiny_bert, steps=4, batch_size=4, seq_len=16)
+    _, notes = further_pretraining.pretrained_mlm(budget, SENTENCES)
+    assert notes["pretrain_seconds"] >= 0.9
+    assert notes["pretrain_cpu_seconds"] < notes["pretrain_seconds"] - 0.5
