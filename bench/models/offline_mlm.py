@@ -169,6 +169,7 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     """
     import torch
 
+    from bench.core.progress import progress_bar
     from bench.core.seeding import numpy_generator
 
     rng = numpy_generator(recipe.seed, "offline-mlm", recipe.encoder)
@@ -181,18 +182,23 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     log, losses, saved = TrainingLog(), [], None  # saved: torch's generator state of a resumed run
     if resume is not None and (restored := _restore(resume, model, optimizer, rng, progress)) is not None:
         log, losses, saved = restored
+
+    def spent() -> float:
+        """The share of the budget used: of the steps, or of the minutes if they run out first."""
+        return max(log.seconds / budget, log.steps / recipe.steps if recipe.steps else 0.0)
+
     pending = sorted(m for m in checkpoints if log.seconds < m * 60 and m < recipe.budget_minutes)
     attention = torch.ones((min(recipe.batch_size, len(rows)), recipe.seq_len), dtype=torch.long)
     threads = torch.get_num_threads()
     torch.set_num_threads(available_cores())
     try:
-        with torch.random.fork_rng():
+        with torch.random.fork_rng(), progress_bar(f"training {recipe.encoder} as a masked LM", 1.0, spent()) as show:
             torch.manual_seed(recipe.seed)
             if saved is not None:
                 torch.set_rng_state(saved)  # dropout continues where the interrupted run stopped
             last_save, interval = time.perf_counter(), SAVE_EVERY_SECONDS if save_every is None else save_every
             while True:
-                progress_share = max(log.seconds / budget, log.steps / recipe.steps if recipe.steps else 0.0)
+                progress_share = spent()
                 if progress_share >= 1.0:
                     break
                 scale = min(1.0, progress_share / recipe.warmup if recipe.warmup else 1.0, 1.0 - progress_share)
@@ -216,6 +222,7 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
                 log.steps += 1
                 log.sequences += len(chosen)
                 losses.append(float(loss.detach()))
+                show(spent(), f"training {recipe.encoder} as a masked LM: step {log.steps}, loss {losses[-1]:.3f}")
                 if progress and log.steps % 25 == 0:
                     print(f"  step {log.steps}, {log.seconds / 60:.1f} min, loss {np.mean(losses[-25:]):.3f}",
                           flush=True)
