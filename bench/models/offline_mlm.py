@@ -158,7 +158,8 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     """Train every layer of ``mlm`` (a ``bench.models.mlm.MaskedLM``) on ``sentences`` under ``recipe``.
 
     ``evaluate(mlm)`` runs after each of the ``checkpoints`` (minutes of training) that the run reaches and
-    at the end; evaluation time does not count against the budget.
+    at the end; evaluation time does not count against the budget. ``progress`` prints a line every 25 steps;
+    without it a terminal shows a transient bar instead (``bench.core.progress.progress_bar``).
 
     ``resume``: a folder where the run's state (weights, optimizer, both random generators, the log) is saved
     every ``save_every`` seconds of training (``SAVE_EVERY_SECONDS`` by default); a run given a folder that holds a
@@ -167,6 +168,8 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     the seconds lost to the interruption are not replayed exactly. The caller keys the folder by everything the run
     depends on and removes it once the model is saved.
     """
+    from contextlib import nullcontext
+
     import torch
 
     from bench.core.progress import progress_bar
@@ -192,7 +195,9 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     threads = torch.get_num_threads()
     torch.set_num_threads(available_cores())
     try:
-        with torch.random.fork_rng(), progress_bar(f"training {recipe.encoder} as a masked LM", 1.0, spent()) as show:
+        bar = nullcontext(lambda *_: None) if progress else \
+            progress_bar(f"training {recipe.encoder} as a masked LM", 1.0, spent())  # progress prints lines instead
+        with torch.random.fork_rng(), bar as show:
             torch.manual_seed(recipe.seed)
             if saved is not None:
                 torch.set_rng_state(saved)  # dropout continues where the interrupted run stopped
