@@ -20,6 +20,8 @@ What the committed records show, and these tests hold them to:
   patient's as against the named one's (auc_chance, condition-probe version 2), with or without the model's
   frequency prior (link and link_centred, version 3: 0 in every 95% interval). So the paper's "NDD lowers EM" has
   nothing to lower here (docs/clinical.md).
+- At 32 times the budget (SPL, 6,400 steps) the link appears once the model's frequency prior is removed: the
+  centred link's interval excludes 0 (its NDD twin is the test of "NDD lowers the link", still to run).
 """
 
 from __future__ import annotations
@@ -98,3 +100,16 @@ def test_no_row_ties_names_to_conditions_beyond_chance(committed_records, settin
     assert abs(probe["privacy/condition-probe/auc"] - probe["privacy/condition-probe/auc_chance"]) <= 0.02
     for link in ("link", "link_centred"):
         assert abs(probe[f"privacy/condition-probe/{link}"]) <= probe[f"privacy/condition-probe/{link}_ci95"], link
+
+
+def test_at_6400_steps_spl_ties_names_to_conditions_once_the_prior_is_removed(committed_records):
+    """The budget sweep's end (docs/clinical.md): after 6,400 further-pretraining steps on the SPL notes the probe's
+    centred link excludes 0 from its 95% interval, while its raw ranking (the attack as an adversary runs it
+    without centring) stays within its interval of 0; the frequency guess, which knows no names, has neither."""
+    spl = {**CELLS["spl"], "server.pretrain_steps": 6400}
+    probe = newest(committed_records, spl, "spl at 6,400 steps", "condition-probe")
+    centred, raw = "privacy/condition-probe/link_centred", "privacy/condition-probe/link"
+    assert probe[centred] > probe[f"{centred}_ci95"] > 0
+    assert abs(probe[raw]) <= probe[f"{raw}_ci95"]
+    random = "random/condition-probe/link_centred"
+    assert abs(probe[random]) <= probe[f"{random}_ci95"]
