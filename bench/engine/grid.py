@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,28 +271,39 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable) -> list[CellEsti
     """Each cell's status and time estimate, read from stored ``records`` (``ResultStore.read()``); nothing runs.
 
     The estimate is the median ``runtime_s`` of the stored records of the same configuration (config hash, any
-    seed) on the cell's device, else of the same task and defense on that device, else of the same task and
-    defense on any device (labelled with that device), else unknown.
+    seed) on the cell's device; for a cell with server options (a pretraining budget, an adaptation), else of the
+    same task, defense and server options, else of the same task and server options (they set the server's main
+    work: 6,400 pretraining steps take 30 times as long as 200, whatever the defense); else of the same task and
+    defense on that device, else on any device (labelled with that device), else unknown.
     """
     import statistics
 
+    def server_of(spec) -> str:
+        return json.dumps(spec.get("server") or {}, sort_keys=True, default=str)
+
     records = list(records)
     done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
-    by_config: dict[str, list] = {}
-    by_pair: dict[tuple, list] = {}
+    pools: dict[tuple, list] = {}
     for r in records:
         device = str(r.hardware.get("device", r.spec.get("device", "cpu"))).split(":")[0]
-        by_config.setdefault(r.config_hash, []).append((device, r.runtime_s))
-        by_pair.setdefault((r.spec["task"], r.spec["defense"]), []).append((device, r.runtime_s))
+        task, defense, server = r.spec["task"], r.spec["defense"], server_of(r.spec)
+        for key in (("config", r.config_hash), ("pair", task, defense), ("server", task, defense, server),
+                    ("task-server", task, server)):
+            pools.setdefault(key, []).append((device, r.runtime_s))
     rows = []
     for spec in specs:
         device = spec.device.split(":")[0]
         status = "recorded" if cell_key(spec) in done else "to run"
         seconds, used, basis = None, device, "no past record"
-        for pool, label, any_device in ((by_config.get(spec.config_hash(), []), "this configuration", False),
-                                        (by_pair.get((spec.task, spec.defense), []), "its task and defense", False),
-                                        (by_pair.get((spec.task, spec.defense), []), "its task and defense", True)):
-            times = [(d, t) for d, t in pool if any_device or d == device]
+        server = server_of({"server": spec.server})
+        levels = [(("config", spec.config_hash()), "this configuration", False)]
+        if spec.server:
+            levels += [(("server", spec.task, spec.defense, server), "its task, defense and server options", False),
+                       (("task-server", spec.task, server), "its task and server options", False)]
+        levels += [(("pair", spec.task, spec.defense), "its task and defense", False),
+                   (("pair", spec.task, spec.defense), "its task and defense", True)]
+        for key, label, any_device in levels:
+            times = [(d, t) for d, t in pools.get(key, []) if any_device or d == device]
             if times:
                 used = device if not any_device else max({d for d, _ in times}, key=[d for d, _ in times].count)
                 seconds = statistics.median(t for d, t in times if d == used)

@@ -133,3 +133,32 @@ def test_the_gpu_grid_asks_for_a_gpu_per_cell_and_resolves_with_a_mock_encoder(t
     specs = load_grid(offline, here=False)  # the driver need not have the GPU
     assert len(specs) == 36 and {s.device for s in specs} == {"cuda"}
     assert {s.training["mode"] for s in specs} == {"finetune"} and {s.pooling for s in specs} == {"pooler"}
+
+
+def test_a_new_pretraining_budget_is_estimated_from_its_budget_not_from_the_defense():
+    """A cell with server options takes its estimate from records of the same server options (a 6,400-step
+    pretraining) before records of the same defense at another budget."""
+    from types import SimpleNamespace
+
+    from bench.core.spec import RunSpec
+    from bench.engine.grid import estimate_cells
+
+    def record(defense, steps, seconds):
+        spec = RunSpec(task="clinical-spl", defense=defense, attack="condition-probe", encoder="minilm",
+                       server={"pretrain_steps": steps})
+        return SimpleNamespace(config_hash=spec.config_hash(), seed=0, component_versions=lambda: "",
+                               hardware={"device": "cpu"}, spec=spec.to_dict(), runtime_s=seconds)
+
+    records = [record("ndd", 200, 80.0), record("none", 200, 70.0), record("none", 6400, 4000.0)]
+    twin = RunSpec(task="clinical-spl", defense="ndd", attack="condition-probe", encoder="minilm",
+                   server={"pretrain_steps": 6400})
+    ((estimate,),) = [estimate_cells([twin], records)]
+    assert (estimate.seconds, estimate.basis) == (4000.0, "its task and server options (1 records)")
+    at_200 = RunSpec(task="clinical-spl", defense="ndd", attack="condition-probe", encoder="minilm",
+                     server={"pretrain_steps": 200}, seed=1)
+    ((estimate,),) = [estimate_cells([at_200], records)]
+    assert (estimate.seconds, estimate.basis) == (80.0, "this configuration (1 records)")
+    fresh = RunSpec(task="clinical-spl", defense="ndd", attack="name-generation", encoder="minilm",
+                    server={"pretrain_steps": 200})
+    ((estimate,),) = [estimate_cells([fresh], records)]
+    assert (estimate.seconds, estimate.basis) == (80.0, "its task, defense and server options (1 records)")
