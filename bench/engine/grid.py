@@ -273,20 +273,20 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable) -> list[CellEsti
     The estimate is the median ``runtime_s`` of the stored records of the same configuration (config hash, any
     seed) on the cell's device; for a cell with server options (a pretraining budget, an adaptation), else of the
     same task, defense and server options, else of the same task and server options (they set the server's main
-    work: 6,400 pretraining steps take 30 times as long as 200, whatever the defense); else of the same task and
+    work: 6,400 pretraining steps take dozens of times as long as 200, whatever the defense); else of the same task and
     defense on that device, else on any device (labelled with that device), else unknown.
     """
     import statistics
 
-    def server_of(spec) -> str:
-        return json.dumps(spec.get("server") or {}, sort_keys=True, default=str)
+    def server_key(server: dict | None) -> str:
+        return json.dumps(server or {}, sort_keys=True, default=str)
 
     records = list(records)
     done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
     pools: dict[tuple, list] = {}
     for r in records:
         device = str(r.hardware.get("device", r.spec.get("device", "cpu"))).split(":")[0]
-        task, defense, server = r.spec["task"], r.spec["defense"], server_of(r.spec)
+        task, defense, server = r.spec["task"], r.spec["defense"], server_key(r.spec.get("server"))
         for key in (("config", r.config_hash), ("pair", task, defense), ("server", task, defense, server),
                     ("task-server", task, server)):
             pools.setdefault(key, []).append((device, r.runtime_s))
@@ -295,7 +295,7 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable) -> list[CellEsti
         device = spec.device.split(":")[0]
         status = "recorded" if cell_key(spec) in done else "to run"
         seconds, used, basis = None, device, "no past record"
-        server = server_of({"server": spec.server})
+        server = server_key(spec.server)
         levels = [(("config", spec.config_hash()), "this configuration", False)]
         if spec.server:
             levels += [(("server", spec.task, spec.defense, server), "its task, defense and server options", False),
