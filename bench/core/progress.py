@@ -29,10 +29,12 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
 
 
 @contextmanager
-def progress_bar(description: str, total: float, completed: float = 0.0) -> Iterator[Callable[..., None]]:
-    """A transient progress bar (on a terminal only) for a loop that is not one pass over items, such as training
-    under a step or time budget that may resume part-way; yields ``update(completed, description=None)``."""
-    console = _console()
+def progress_bar(description: str, total: float, completed: float = 0.0,
+                 enabled: bool = True) -> Iterator[Callable[..., None]]:
+    """A transient progress bar (on a terminal only, and only if ``enabled``) for a loop that is not one pass over
+    items, such as training under a step or time budget that may resume part-way; yields
+    ``update(completed, description=None)``."""
+    console = _console() if enabled else None
     if console is None:
         yield lambda completed, description=None: None
         return

@@ -168,8 +168,6 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     the seconds lost to the interruption are not replayed exactly. The caller keys the folder by everything the run
     depends on and removes it once the model is saved.
     """
-    from contextlib import nullcontext
-
     import torch
 
     from bench.core.progress import progress_bar
@@ -195,8 +193,8 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     threads = torch.get_num_threads()
     torch.set_num_threads(available_cores())
     try:
-        bar = nullcontext(lambda *_: None) if progress else \
-            progress_bar(f"training {recipe.encoder} as a masked LM", 1.0, spent())  # progress prints lines instead
+        bar = progress_bar(f"training {recipe.encoder} as a masked LM", 1.0, spent(),
+                           enabled=not progress)  # progress prints lines instead
         with torch.random.fork_rng(), bar as show:
             torch.manual_seed(recipe.seed)
             if saved is not None:

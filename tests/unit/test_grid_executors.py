@@ -152,13 +152,13 @@ def test_a_new_pretraining_budget_is_estimated_from_its_budget_not_from_the_defe
     records = [record("ndd", 200, 80.0), record("none", 200, 70.0), record("none", 6400, 4000.0)]
     twin = RunSpec(task="clinical-spl", defense="ndd", attack="condition-probe", encoder="minilm",
                    server={"pretrain_steps": 6400})
-    ((estimate,),) = [estimate_cells([twin], records)]
+    (estimate,) = estimate_cells([twin], records)
     assert (estimate.seconds, estimate.basis) == (4000.0, "its task and server options (1 records)")
     at_200 = RunSpec(task="clinical-spl", defense="ndd", attack="condition-probe", encoder="minilm",
                      server={"pretrain_steps": 200}, seed=1)
-    ((estimate,),) = [estimate_cells([at_200], records)]
+    (estimate,) = estimate_cells([at_200], records)
     assert (estimate.seconds, estimate.basis) == (80.0, "this configuration (1 records)")
     fresh = RunSpec(task="clinical-spl", defense="ndd", attack="name-generation", encoder="minilm",
                     server={"pretrain_steps": 200})
-    ((estimate,),) = [estimate_cells([fresh], records)]
+    (estimate,) = estimate_cells([fresh], records)
     assert (estimate.seconds, estimate.basis) == (80.0, "its task, defense and server options (1 records)")

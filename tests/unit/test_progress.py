@@ -17,3 +17,11 @@ def test_no_bar_when_quiet(monkeypatch, capsys):
     with progress_bar("training", 1.0) as update:
         update(0.5, "training: step 50")
     assert capsys.readouterr().err == ""
+
+
+def test_no_bar_when_the_caller_turns_it_off(monkeypatch, capsys):
+    monkeypatch.delenv("BENCH_QUIET", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    with progress_bar("training", 1.0, enabled=False) as update:  # the caller prints its own progress lines
+        update(0.5, "training: step 50")
+    assert capsys.readouterr().err == ""
