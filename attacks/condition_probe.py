@@ -166,19 +166,40 @@ def name_link(scores: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
 
 def link_of(auc: np.ndarray) -> tuple[float, float]:
     """``name_link`` from the ``auc_matrix`` of the rankings (row i: patient i's ranking against each patient)."""
-    from scipy import stats
+    links = patient_links(auc)
+    return mean_interval(links[np.isfinite(links)])
 
+
+def patient_links(auc: np.ndarray) -> np.ndarray:
+    """Per patient i, ``auc[i, i]`` minus the mean of ``auc[i, j]`` over the other patients j with a finite AUC;
+    NaN where patient i has no own AUC or no other patient to compare with."""
     own = np.diag(auc)
     finite = np.isfinite(auc)
     np.fill_diagonal(finite, False)
     other = np.where(finite, auc, 0.0).sum(axis=1) / np.maximum(finite.sum(axis=1), 1)
-    difference = (own - other)[np.isfinite(own) & finite.any(axis=1)]
-    if len(difference) == 0:
+    return np.where(np.isfinite(own) & finite.any(axis=1), own - other, np.nan)
+
+
+def mean_interval(values: np.ndarray) -> tuple[float, float]:
+    """Mean and the half-width of its 95% Student-t interval (0 and 1 for no values; 1, uninformative, for one)."""
+    from scipy import stats
+
+    if len(values) == 0:
         return 0.0, 1.0
-    if len(difference) < 2:
-        return float(difference.mean()), 1.0
-    half = stats.t.ppf(0.975, len(difference) - 1) * stats.sem(difference)
-    return float(difference.mean()), float(half) if np.isfinite(half) else 1.0
+    if len(values) < 2:
+        return float(values.mean()), 1.0
+    half = stats.t.ppf(0.975, len(values) - 1) * stats.sem(values)
+    return float(values.mean()), float(half) if np.isfinite(half) else 1.0
+
+
+def paired_link_difference(scores: np.ndarray, reference: np.ndarray, truth: np.ndarray) -> tuple[float, float, int]:
+    """Centred link of ``scores`` minus that of ``reference`` (two models probed with the same names and
+    conditions), paired per patient: mean difference, the half-width of its 95% interval and the patients paired.
+    Pairing removes what the two models share per patient (how distinctive the patient's conditions are), the part
+    of the spread that two independent intervals would count twice."""
+    links = [patient_links(auc_matrix(s - s.mean(axis=0), truth)) for s in (scores, reference)]
+    both = np.isfinite(links[0]) & np.isfinite(links[1])
+    return (*mean_interval(links[0][both] - links[1][both]), int(both.sum()))
 
 
 def ranking_scores(ranking: ConditionRanking, patients: list) -> dict[str, float]:

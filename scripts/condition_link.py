@@ -17,6 +17,12 @@ earlier versions):
   how common a condition is cancels and only what the name adds remains. An adversary can do this too (it needs
   only the weights and the names it probes).
 
+Below the table, each defended record is paired with the undefended record of the same task, server options and
+probe (the same patients, names and conditions): the difference of their centred links taken per patient, with a
+95% interval over patients (``attacks.condition_probe.paired_link_difference``). This is the reading of "the
+defense lowers the link": two models probed on the same patients are compared patient by patient, and what both
+share per patient drops out of the interval.
+
 The figures are in docs/clinical.md. A record whose checkpoint is not cached says so: rerunning its cell rebuilds
 it.
 """
@@ -56,7 +62,7 @@ def main() -> None:
     parser.add_argument("--results-dir", default="results", type=Path)
     args = parser.parse_args()
 
-    from attacks.condition_probe import name_link
+    from attacks.condition_probe import name_link, paired_link_difference
     from bench.results.store import ResultStore
 
     records, _ = ResultStore(args.results_dir).read()
@@ -67,20 +73,50 @@ def main() -> None:
             cells[record.config_hash] = record
     print("| defense | server | raw: own − chance AUC | centred: own − chance AUC |")
     print("|---|---|---|---|")
+    probed = {}  # config hash -> (scores, truth) of the records whose checkpoint is cached
     for record in cells.values():
         found, folder = record_scores(record)
-        server = f"pretrain_steps={record.spec.get('server', {}).get('pretrain_steps', '?')}"
-        defense_args = record.spec.get("defense_args") or {}
-        where = " ".join(str(x) for x in (record.spec["defense"], defense_args.get("mode"), defense_args.get("select"))
-                         if x)
         if found is None:
-            print(f"| {where} | {server} | checkpoint {folder.name} not cached: rerun the cell | |")
+            print(f"| {describe(record)} | {server_of(record)} | checkpoint {folder.name} not cached: "
+                  "rerun the cell | |")
             continue
-        scores, truth = found
+        scores, truth = probed[record.config_hash] = found
         raw = name_link(scores, truth)
         centred = name_link(scores - scores.mean(axis=0, keepdims=True), truth)
-        print(f"| {where} | {server} | {raw[0]:+.3f} [{raw[0] - raw[1]:+.3f}, {raw[0] + raw[1]:+.3f}] | "
-              f"{centred[0]:+.3f} [{centred[0] - centred[1]:+.3f}, {centred[0] + centred[1]:+.3f}] |")
+        print(f"| {describe(record)} | {server_of(record)} | {raw[0]:+.3f} [{raw[0] - raw[1]:+.3f}, "
+              f"{raw[0] + raw[1]:+.3f}] | {centred[0]:+.3f} [{centred[0] - centred[1]:+.3f}, "
+              f"{centred[0] + centred[1]:+.3f}] |")
+    undefended = {pairing_key(r): r for r in cells.values() if r.spec["defense"] == "none" and r.config_hash in probed}
+    pairs = [(r, undefended[pairing_key(r)]) for r in cells.values()
+             if r.spec["defense"] != "none" and r.config_hash in probed and pairing_key(r) in undefended]
+    if pairs:
+        print("\n| defense | server | centred link minus the undefended one's, paired per patient | patients |")
+        print("|---|---|---|---|")
+    for record, reference in pairs:
+        (scores, truth), (base, _) = probed[record.config_hash], probed[reference.config_hash]
+        mean, half, n = paired_link_difference(scores, base, truth)
+        print(f"| {describe(record)} | {server_of(record)} | {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] "
+              f"| {n} |")
+
+
+def describe(record) -> str:
+    """The record's defense with its mode and selection, e.g. ``ndd substitutive ndd``."""
+    args = record.spec.get("defense_args") or {}
+    return " ".join(str(x) for x in (record.spec["defense"], args.get("mode"), args.get("select")) if x)
+
+
+def server_of(record) -> str:
+    """The record's pretraining budget, e.g. ``pretrain_steps=6400``."""
+    return f"pretrain_steps={record.spec.get('server', {}).get('pretrain_steps', '?')}"
+
+
+def pairing_key(record) -> str:
+    """What two records must share to be paired: task, data, seed, server options and the probe's arguments."""
+    import json
+
+    spec = record.spec
+    return json.dumps([spec["task"], spec["n_train"], spec["n_eval"], record.seed, spec.get("server"),
+                       spec.get("attack_args")], sort_keys=True)
 
 
 if __name__ == "__main__":

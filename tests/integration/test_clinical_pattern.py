@@ -21,7 +21,8 @@ What the committed records show, and these tests hold them to:
   frequency prior (link and link_centred, version 3: 0 in every 95% interval). So the paper's "NDD lowers EM" has
   nothing to lower here (docs/clinical.md).
 - At 32 times the budget (SPL, 6,400 steps) the link appears once the model's frequency prior is removed: the
-  centred link's interval excludes 0 (its NDD twin is the test of "NDD lowers the link", still to run).
+  centred link's interval excludes 0. Its NDD twin, pretrained the same 6,400 steps on the notes with the names
+  substituted, has no link (0 in its interval, below the SPL row's interval), and its A@100 falls as at 200 steps.
 """
 
 from __future__ import annotations
@@ -113,3 +114,21 @@ def test_at_6400_steps_spl_ties_names_to_conditions_once_the_prior_is_removed(co
     assert abs(probe[raw]) <= probe[f"{raw}_ci95"]
     random = "random/condition-probe/link_centred"
     assert abs(probe[random]) <= probe[f"{random}_ci95"]
+
+
+def test_at_6400_steps_ndd_substitution_removes_the_link_and_the_names(committed_records):
+    """NDD T7 at 32 times the budget (docs/clinical.md): where the SPL row's centred link excludes 0, the NDD twin's
+    interval holds 0 and lies wholly below the SPL row's mean; A@100 and the shares of real first and last names
+    fall below the SPL row's."""
+    spl = {**CELLS["spl"], "server.pretrain_steps": 6400}
+    twin = {**CELLS["spl_ndd"], "server.pretrain_steps": 6400}
+    centred = "privacy/condition-probe/link_centred"
+    probe = newest(committed_records, spl, "spl at 6,400 steps", "condition-probe")
+    substituted = newest(committed_records, twin, "spl + ndd at 6,400 steps", "condition-probe")
+    assert probe[centred] - probe[f"{centred}_ci95"] > 0
+    assert abs(substituted[centred]) <= substituted[f"{centred}_ci95"]
+    assert substituted[centred] + substituted[f"{centred}_ci95"] < probe[centred]
+    names, substituted_names = (newest(committed_records, cell, name) for cell, name in
+                                ((spl, "spl at 6,400 steps"), (twin, "spl + ndd at 6,400 steps")))
+    for metric in ("a_at_100", "first_name", "last_name"):
+        assert substituted_names[f"{GENERATE}/{metric}"] < names[f"{GENERATE}/{metric}"], metric

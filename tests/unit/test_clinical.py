@@ -263,6 +263,36 @@ def test_the_link_interval_is_a_students_t_interval_over_patients():
     assert name_link(scores[:1], truth[1:2])[1] == 1.0  # one patient: nothing to average, uninformative
 
 
+def test_the_paired_link_difference_is_the_per_patient_difference_of_the_centred_links():
+    """Two models probed on the same patients: the paired difference and its interval against per-patient centred
+    links computed by hand with scikit-learn, and what each patient shares between the models (here a strong
+    per-patient effect) cancels, so the paired interval is narrower than either link's own."""
+    from scipy import stats
+    from sklearn.metrics import roc_auc_score
+
+    from attacks.condition_probe import name_link, paired_link_difference
+
+    rng = np.random.default_rng(5)
+    truth = (rng.random((40, 30)) < 0.1).astype(float)
+    truth[:, 0] = 1.0  # every patient has a condition
+    shared = rng.normal(size=truth.shape) * 2.0 * truth  # per patient, the same in both models
+    linked = shared + 0.6 * truth + rng.normal(size=truth.shape) * 0.3
+    unlinked = shared + rng.normal(size=truth.shape) * 0.3
+
+    def links(scores):
+        centred = scores - scores.mean(axis=0)
+        return np.array([roc_auc_score(truth[i], centred[i])
+                         - np.mean([roc_auc_score(truth[j], centred[i]) for j in range(40) if j != i])
+                         for i in range(40)])
+
+    differences = links(unlinked) - links(linked)
+    mean, half, patients = paired_link_difference(unlinked, linked, truth)
+    assert patients == 40 and mean == pytest.approx(differences.mean(), abs=1e-12)
+    assert half == pytest.approx(stats.t.ppf(0.975, 39) * stats.sem(differences), abs=1e-12)
+    side_by_side = [name_link(s - s.mean(axis=0), truth)[1] for s in (unlinked, linked)]
+    assert mean + half < 0 and half < min(side_by_side)
+
+
 @pytest.mark.parametrize("attack, args", [("name-generation", "samples=0"), ("name-generation", "top_k=0"),
                                           ("name-generation", "burn_in=9,iterations=4"),
                                           ("condition-probe", "patients=0")])

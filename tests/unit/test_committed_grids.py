@@ -17,7 +17,6 @@ INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
     "ndd_ptb.yaml": "hours of NDD scoring per cell (issue 13)",
     "ndd_squad.yaml": "hours of NDD scoring per cell (issue 13)",
-    "li_ndd_table7_spl_6400.yaml": "the NDD twin's 6,400 pretraining steps, 2.5-4 h, under way (issue 15)",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
