@@ -22,7 +22,8 @@ What the committed records show, and these tests hold them to:
   nothing to lower here (docs/clinical.md).
 - At 32 times the budget (SPL, 6,400 steps) the link appears once the model's frequency prior is removed: the
   centred link's interval excludes 0. Its NDD twin, pretrained the same 6,400 steps on the notes with the names
-  substituted, has no link (0 in its interval, below the SPL row's interval), and its A@100 falls as at 200 steps.
+  substituted, has no link (0 in its interval, whose top is below the SPL row's mean), and its A@100 and
+  shares of real names fall as at 200 steps.
 """
 
 from __future__ import annotations
