@@ -182,13 +182,11 @@ def patient_links(auc: np.ndarray) -> np.ndarray:
 
 def mean_interval(values: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its 95% Student-t interval (0 and 1 for no values; 1, uninformative, for one)."""
-    from scipy import stats
+    from bench.results.leaderboard import ci95_half_width
 
     if len(values) == 0:
         return 0.0, 1.0
-    if len(values) < 2:
-        return float(values.mean()), 1.0
-    half = stats.t.ppf(0.975, len(values) - 1) * stats.sem(values)
+    half = ci95_half_width([np.std(values, ddof=1) if len(values) > 1 else np.nan], [len(values)])[0]
     return float(values.mean()), float(half) if np.isfinite(half) else 1.0
 
 
