@@ -33,7 +33,7 @@ def adaptation_rows(frame, defense: str, task: str, seeds: list[int], metric: st
     board = aggregate(cells)
     gains = adaptation_gains(board, cells)
     gains = gains[gains.metric == metric]
-    keys = ["attack_args", "n_train", "n_eval"]
+    keys = ["encoder", "mode", "attack_args", "n_train", "n_eval"]  # the BiLSTM twins share everything else
     inversion = (board[(board.server_args == "") & (board.metric == INVERSION)]
                  .set_index(["defense_args", *keys])["mean"])
     rows = []

@@ -350,7 +350,13 @@ def test_the_adaptation_table_script_prints_the_dashboards_paired_gains(tmp_path
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     board_with_adaptation(tmp_path)
-    frame = seed_frame(ResultStore(tmp_path).read()[0])
+    store = ResultStore(tmp_path)
+    for seed in range(2):  # an unadapted BiLSTM twin (Qu T4's columns): same eta and attack, another encoder
+        spec = {**make_record().spec, "encoder": "bilstm", "defense": "dchi-token", "defense_args": {"eta": 60.0},
+                "server": {}, "attack": "inversion", "training": {"mode": "finetune"}}
+        store.append(make_record(seed, defense="dchi-token", config_hash="bilstm60", spec=spec,
+                                 metrics={"utility/accuracy": 0.9, "privacy/inversion/token_accuracy": 0.9}))
+    frame = seed_frame(store.read()[0])
     rows = script.adaptation_rows(frame, "dchi-token", "sst2", [0, 1])
     # eta 60: inversion 0.3, unadapted 0.5 + 0.015 + seed / 100; vanilla -0.02, prob never run, denoising +0.1
     assert rows[0] == "| 60 (0.300) | 0.520 | 0.500 (-0.020 ± 0.000) | - | 0.620 (+0.100 ± 0.000) |"
