@@ -312,7 +312,8 @@ def summarize_cell(records: list[ResultRecord], metric: str, chance_metric: str 
 def _chance(records: list[ResultRecord], metric: str, chance_metric: str | None = None) -> float | None:
     """Mean over the records of the chance level of ``metric``: ``chance_metric`` of the same records when the
     mapping's row names one (an attack that measures its own chance level, as name-generation's ``em_chance``);
-    else for a utility metric the majority answer's score (the ``majority_utility`` note), for an attack's metric
+    else for a utility metric the majority answer's score (the ``majority_utility`` note; for the convex probe's
+    ``probe_<metric>``, that of ``<metric>``), for an attack's metric
     where higher means more leakage the random guess scored in the same cells (``random/<attack>/<name>``). None for
     other metrics, and unless every record has it."""
     if chance_metric:
@@ -323,7 +324,9 @@ def _chance(records: list[ResultRecord], metric: str, chance_metric: str | None 
             return None
         values = [r.metrics.get(guess) for r in records]
     elif metric.startswith("utility/"):
-        values = [(r.notes.get("majority_utility") or {}).get(metric.rsplit("/", 1)[-1]) for r in records]
+        # the convex probe's metric (probe_accuracy, ...) is the task's metric of another predictor: same majority
+        name = metric.rsplit("/", 1)[-1].removeprefix("probe_")
+        values = [(r.notes.get("majority_utility") or {}).get(name) for r in records]
     else:
         return None
     if not values or any(not isinstance(v, (int, float)) or not math.isfinite(v) for v in values):

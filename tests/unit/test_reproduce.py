@@ -194,6 +194,17 @@ def test_an_attacks_chance_level_is_the_random_guess_of_the_same_cells():
     assert "does not beat its chance level 0.150" in judged["checks"][0]["detail"]
 
 
+def test_the_convex_probes_chance_level_is_the_majority_answer_of_its_metric():
+    """probe_accuracy scores another predictor by the same metric on the same data: its floor is the majority's
+    accuracy; a metric the note does not hold has none."""
+    records = [make_record(seed, notes={"majority_utility": {"accuracy": 0.63 + seed / 100, "f1": 0.0}})
+               for seed in range(2)]
+    assert rep._chance(records, "utility/probe_accuracy") == pytest.approx(0.635)
+    assert rep._chance(records, "utility/probe_f1") == pytest.approx(0.0)
+    assert rep._chance(records, "utility/accuracy") == pytest.approx(0.635)
+    assert rep._chance(records, "utility/probe_mcc") is None
+
+
 def test_a_row_can_name_the_metric_that_holds_its_chance_level():
     """An attack that measures its own chance level (name-generation's em_chance) overrides the random guess."""
     records = [make_record(seed, metrics={"privacy/g/em": 0.2, "privacy/g/em_chance": 0.18 + seed / 100,
