@@ -113,15 +113,15 @@ QQP_SEEDS = (0, 1, 2)  # grids/adaptation_qqp.yaml and its unadapted twins in gr
 @pytest.mark.parametrize("eta", [60.0, 120.0])
 @pytest.mark.parametrize("objective", ["vanilla", "prob", "denoising"])
 def test_on_qqp_the_convex_probe_sees_no_adaptation_gain_either(frame, eta, objective):
-    """QQP repeats SST-2's finding on the machine-independent figure: no objective's probe gains 0.01 on average over
-    the three paired seeds where the noise leaves room (measured from -0.005 to +0.005)."""
+    """QQP repeats SST-2's finding on the machine-independent figure: at eta 60 and 120 no objective's probe gains
+    0.01 on average over the three paired seeds (measured from -0.005 to +0.005)."""
     assert np.mean(gains(utility_of(frame, "utility/probe_accuracy", "qqp"), eta, objective, QQP_SEEDS)) < 0.01
 
 
 def test_on_qqp_qu_t6_cannot_be_judged_because_our_head_stays_at_the_majority_answer(committed_records):
     """At the paper's privacy levels (its etas 100-175, matched by inversion accuracy) every adapted row of ours on
-    QQP is within 0.02 of answering the majority class (0.637 of the dev pairs; measured 0.614-0.656 for the head and
-    the probe), so `bench reproduce` marks both QQP claims not applicable on every check rather than order noise.
+    QQP beats the majority answer ("not duplicate", 0.637) by at most 0.02 (measured 0.614-0.656 for the head and the
+    probe), so `bench reproduce` marks both QQP claims not applicable on every check rather than order noise.
     The paper's own unadapted encoder sits there too (0.632-0.645); its adapted ones leave it (0.767-0.870)."""
     from bench.analysis.reproduce import reproduce
 
