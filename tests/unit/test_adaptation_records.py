@@ -110,12 +110,18 @@ def test_at_matched_privacy_the_probe_does_not_support_qu_t6(committed_records):
 QQP_SEEDS = (0, 1, 2)  # grids/adaptation_qqp.yaml and its unadapted twins in grids/dchi_qqp.yaml
 
 
+@pytest.fixture(scope="module")
+def qqp_probe(frame):
+    """The convex probe's dev accuracy on QQP per (eta, objective) and seed."""
+    return utility_of(frame, "utility/probe_accuracy", "qqp")
+
+
 @pytest.mark.parametrize("eta", [60.0, 120.0])
 @pytest.mark.parametrize("objective", ["vanilla", "prob", "denoising"])
-def test_on_qqp_the_convex_probe_sees_no_adaptation_gain_either(frame, eta, objective):
+def test_on_qqp_the_convex_probe_sees_no_adaptation_gain_either(qqp_probe, eta, objective):
     """QQP repeats SST-2's finding on the machine-independent figure: at eta 60 and 120 no objective's probe gains
     0.01 on average over the three paired seeds (measured from -0.005 to +0.005)."""
-    assert np.mean(gains(utility_of(frame, "utility/probe_accuracy", "qqp"), eta, objective, QQP_SEEDS)) < 0.01
+    assert np.mean(gains(qqp_probe, eta, objective, QQP_SEEDS)) < 0.01
 
 
 def test_on_qqp_qu_t6_cannot_be_judged_because_our_head_stays_at_the_majority_answer(committed_records):
