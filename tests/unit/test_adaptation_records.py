@@ -52,6 +52,15 @@ def utility_of(frame, metric: str, task: str = "sst2", defense: str = "dchi-toke
 
 
 @pytest.fixture(scope="module")
+def claims(committed_records):
+    """The claims of `bench reproduce qu2021_adaptation` on the committed records, by id."""
+    from bench.analysis.reproduce import reproduce
+
+    report = reproduce(RESULTS, "qu2021_adaptation", list(committed_records))
+    return {claim["id"]: claim for claim in report["claims"]}
+
+
+@pytest.fixture(scope="module")
 def accuracy(frame):
     """The MLP head's dev accuracy per (eta, objective) and seed."""
     return utility_of(frame, "utility/accuracy")
@@ -96,15 +105,11 @@ def test_the_convex_probe_sees_no_adaptation_gain(probe, eta, objective):
     assert np.mean(gains(probe, eta, objective)) < 0.01
 
 
-def test_at_matched_privacy_the_probe_does_not_support_qu_t6(committed_records):
+def test_at_matched_privacy_the_probe_does_not_support_qu_t6(claims):
     """`bench reproduce qu2021_adaptation` reads Qu et al.'s T6 claim (each objective above the unadapted encoder at
     the paper's etas 100-175, matched by inversion accuracy) twice: through the head (unresolved, 7 of 12 checks
     hold) and through the probe, where no check holds on the five paired seeds (measured: 11 unresolved, prob at
     eta 175 resolved below the original encoder)."""
-    from bench.analysis.reproduce import reproduce
-
-    report = reproduce(RESULTS, "qu2021_adaptation", list(committed_records))
-    claims = {claim["id"]: claim for claim in report["claims"]}
     probe_claim = claims["Qu T6 (probe): adaptive pretraining beats the original encoder"]
     verdicts = [check["verdict"] for check in probe_claim["checks"]]
     assert len(verdicts) == 12 and "holds" not in verdicts and probe_claim["verdict"] == "fails", verdicts
@@ -127,15 +132,11 @@ def test_on_qqp_the_convex_probe_sees_no_adaptation_gain_either(qqp_probe, eta, 
     assert np.mean(gains(qqp_probe, eta, objective, QQP_SEEDS)) < 0.01
 
 
-def test_on_qqp_qu_t6_cannot_be_judged_because_our_head_stays_at_the_majority_answer(committed_records):
+def test_on_qqp_qu_t6_cannot_be_judged_because_our_head_stays_at_the_majority_answer(claims):
     """At the paper's privacy levels (its etas 100-175, matched by inversion accuracy) every adapted row of ours on
     QQP beats the majority answer ("not duplicate", 0.637) by at most 0.02 (measured 0.614-0.656 for the head and the
     probe), so `bench reproduce` marks both QQP claims not applicable on every check rather than order noise.
     The paper's own unadapted encoder sits there too (0.632-0.645); its adapted ones leave it (0.767-0.870)."""
-    from bench.analysis.reproduce import reproduce
-
-    report = reproduce(RESULTS, "qu2021_adaptation", list(committed_records))
-    claims = {claim["id"]: claim for claim in report["claims"]}
     for name in ("Qu T6 (QQP): adaptive pretraining beats the original encoder",
                  "Qu T6 (QQP, probe): adaptive pretraining beats the original encoder"):
         verdicts = [check["verdict"] for check in claims[name]["checks"]]
@@ -180,19 +181,16 @@ def test_on_qqp_text_to_text_the_convex_probe_gains_little(qqp_text_probe, eta, 
     assert np.mean(gains(qqp_text_probe, eta, objective, QQP_SEEDS)) < 0.015
 
 
-def test_on_qqp_qu_t7_is_not_refuted_but_mostly_unresolved(committed_records):
+def test_on_qqp_qu_t7_is_not_refuted_but_mostly_unresolved(claims):
     """`bench reproduce qu2021_adaptation` at matched privacy: at the paper's eta 100 every row of ours sits at the
     majority answer (not applicable); above it no check fails, and only a few hold (measured: prob and denoising at
     eta 125 for the head, prob at eta 125 for the probe); the rest straddle 0 over three seeds."""
-    from bench.analysis.reproduce import reproduce
-
-    report = reproduce(RESULTS, "qu2021_adaptation", list(committed_records))
-    claims = {claim["id"]: claim for claim in report["claims"]}
     for name in ("Qu T7 (QQP): adaptive pretraining beats the original encoder",
                  "Qu T7 (QQP, probe): adaptive pretraining beats the original encoder"):
         checks = claims[name]["checks"]
         assert len(checks) == 12 and claims[name]["paper_verdict"] == "holds"
         assert "fails" not in {check["verdict"] for check in checks}, name
+        # a check's detail opens with its left row's id and value, e.g. "T7 qqp prob eta 100 0.655 > ..."
         at_eta_100 = [check["verdict"] for check in checks if check["detail"].split(" 0.")[0].endswith(" eta 100")]
         assert at_eta_100 == ["not applicable"] * 3, (name, at_eta_100)
         assert claims[name]["verdict"] == "unresolved", name
@@ -229,14 +227,10 @@ def test_text_to_text_the_convex_probe_sees_no_adaptation_gain(text_probe, eta, 
     assert np.mean(gains(text_probe, eta, objective, TEXT_SEEDS)) < 0.015
 
 
-def test_qu_t7_on_sst2_is_unresolved_not_refuted(committed_records):
+def test_qu_t7_on_sst2_is_unresolved_not_refuted(claims):
     """At matched privacy (the paper's etas 100-175) no check of Qu T7 on SST-2 fails, through the head or the probe;
     the head's claim holds on one check (prob at eta 175) and the probe's on none (every paired interval over the five
     seeds straddles 0), as the paper finds the SST-2 gain not significant either."""
-    from bench.analysis.reproduce import reproduce
-
-    report = reproduce(RESULTS, "qu2021_adaptation", list(committed_records))
-    claims = {claim["id"]: claim for claim in report["claims"]}
     head = [check["verdict"] for check in claims["Qu T7: adaptive pretraining beats the original encoder"]["checks"]]
     probe = [check["verdict"] for check in
              claims["Qu T7 (probe): adaptive pretraining beats the original encoder"]["checks"]]
