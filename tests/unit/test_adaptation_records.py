@@ -20,12 +20,14 @@ The committed records are fixed, so this gates CI on every CPU; ``tests/unit/tes
 the grids' own cells, and ``tests/integration/test_adaptation.py`` checks the mechanics on live runs.
 """
 
+import functools
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench.analysis.reproduce import load_mapping
 from bench.results.leaderboard import seed_frame
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -49,6 +51,13 @@ def utility_of(frame, metric: str, task: str = "sst2", defense: str = "dchi-toke
         eta = float(row.defense_args.removeprefix("eta="))
         found[(eta, row.server_args.removeprefix("adapt="))][row.seed] = row.value
     return found
+
+
+@pytest.fixture(scope="module")
+def utility(frame):
+    """``utility(metric, task, defense)``: ``utility_of`` over the committed frame, built once per combination (the
+    SST-2 token-representation tables, the file's subject, also have the named fixtures below)."""
+    return functools.cache(lambda metric, task="sst2", defense="dchi-token": utility_of(frame, metric, task, defense))
 
 
 @pytest.fixture(scope="module")
@@ -118,18 +127,12 @@ def test_at_matched_privacy_the_probe_does_not_support_qu_t6(claims):
 QQP_SEEDS = (0, 1, 2)  # grids/adaptation_qqp.yaml and its unadapted twins in grids/dchi_qqp.yaml
 
 
-@pytest.fixture(scope="module")
-def qqp_probe(frame):
-    """The convex probe's dev accuracy on QQP per (eta, objective) and seed."""
-    return utility_of(frame, "utility/probe_accuracy", "qqp")
-
-
 @pytest.mark.parametrize("eta", [60.0, 120.0])
 @pytest.mark.parametrize("objective", ["vanilla", "prob", "denoising"])
-def test_on_qqp_the_convex_probe_sees_no_adaptation_gain_either(qqp_probe, eta, objective):
+def test_on_qqp_the_convex_probe_sees_no_adaptation_gain_either(utility, eta, objective):
     """QQP repeats SST-2's finding on the machine-independent figure: at eta 60 and 120 no objective's probe gains
     0.01 on average over the three paired seeds (measured from -0.005 to +0.005)."""
-    assert np.mean(gains(qqp_probe, eta, objective, QQP_SEEDS)) < 0.01
+    assert np.mean(gains(utility("utility/probe_accuracy", "qqp"), eta, objective, QQP_SEEDS)) < 0.01
 
 
 def test_on_qqp_qu_t6_cannot_be_judged_because_our_head_stays_at_the_majority_answer(claims):
@@ -149,22 +152,11 @@ def test_on_qqp_qu_t6_cannot_be_judged_because_our_head_stays_at_the_majority_an
 QQP_MAJORITY = 0.637  # "not duplicate" on the offline QQP dev split (0.634-0.639 by seed)
 
 
-@pytest.fixture(scope="module")
-def qqp_text_accuracy(frame):
-    """The MLP head's dev accuracy for dchi-text on QQP per (eta, objective) and seed."""
-    return utility_of(frame, "utility/accuracy", "qqp", "dchi-text")
-
-
-@pytest.fixture(scope="module")
-def qqp_text_probe(frame):
-    """The convex probe's dev accuracy for dchi-text on QQP per (eta, objective) and seed."""
-    return utility_of(frame, "utility/probe_accuracy", "qqp", "dchi-text")
-
-
-def test_on_qqp_text_to_text_the_head_gains_at_eta_60_only_up_to_the_majority_answer(qqp_text_accuracy):
+def test_on_qqp_text_to_text_the_head_gains_at_eta_60_only_up_to_the_majority_answer(utility):
     """At eta 60 the unadapted head sits below the majority answer (0.596), prob and denoising lift it (+0.049 and
     +0.035 over the paired seeds), but no adapted head's mean passes the majority answer by 0.02 (at most 0.645): the
     gain is a head that stops doing worse than answering "not duplicate", not a better model of the pairs."""
+    qqp_text_accuracy = utility("utility/accuracy", "qqp", "dchi-text")
     unadapted = np.mean(list(qqp_text_accuracy[(60.0, "")].values()))
     assert unadapted < QQP_MAJORITY - 0.02
     for objective in ("prob", "denoising"):
@@ -175,23 +167,24 @@ def test_on_qqp_text_to_text_the_head_gains_at_eta_60_only_up_to_the_majority_an
 
 @pytest.mark.parametrize("eta", [60.0, 120.0])
 @pytest.mark.parametrize("objective", ["vanilla", "prob", "denoising"])
-def test_on_qqp_text_to_text_the_convex_probe_gains_little(qqp_text_probe, eta, objective):
+def test_on_qqp_text_to_text_the_convex_probe_gains_little(utility, eta, objective):
     """On the machine-independent figure no objective gains 0.015 on average over the three paired seeds (measured
     +0.001 to +0.010), against the paper's +0.039 (Orig 0.724, adapted 0.760-0.763 at its eta 100)."""
-    assert np.mean(gains(qqp_text_probe, eta, objective, QQP_SEEDS)) < 0.015
+    assert np.mean(gains(utility("utility/probe_accuracy", "qqp", "dchi-text"), eta, objective, QQP_SEEDS)) < 0.015
 
 
 def test_on_qqp_qu_t7_is_not_refuted_but_mostly_unresolved(claims):
     """`bench reproduce qu2021_adaptation` at matched privacy: at the paper's eta 100 every row of ours sits at the
     majority answer (not applicable); above it no check fails, and only a few hold (measured: prob and denoising at
     eta 125 for the head, prob at eta 125 for the probe); the rest straddle 0 over three seeds."""
+    mapped = {claim["id"]: claim for claim in load_mapping(RESULTS, "qu2021_adaptation")["claims"]}
     for name in ("Qu T7 (QQP): adaptive pretraining beats the original encoder",
                  "Qu T7 (QQP, probe): adaptive pretraining beats the original encoder"):
         checks = claims[name]["checks"]
         assert len(checks) == 12 and claims[name]["paper_verdict"] == "holds"
         assert "fails" not in {check["verdict"] for check in checks}, name
-        # a check's detail opens with its left row's id and value, e.g. "T7 qqp prob eta 100 0.655 > ..."
-        at_eta_100 = [check["verdict"] for check in checks if check["detail"].split(" 0.")[0].endswith(" eta 100")]
+        rows = [check["left"] for check in mapped[name]["checks"]]  # the report's checks, in this order
+        at_eta_100 = [check["verdict"] for row, check in zip(rows, checks) if row.endswith(" eta 100")]
         assert at_eta_100 == ["not applicable"] * 3, (name, at_eta_100)
         assert claims[name]["verdict"] == "unresolved", name
 
@@ -199,32 +192,20 @@ def test_on_qqp_qu_t7_is_not_refuted_but_mostly_unresolved(claims):
 TEXT_SEEDS = SEEDS  # grids/adaptation_text_sst2.yaml: seeds 0-2 on 2026-11-26 (Zen 3), 3-4 on 2026-11-28 (Zen 5)
 
 
-@pytest.fixture(scope="module")
-def text_accuracy(frame):
-    """The MLP head's dev accuracy for dchi-text on SST-2 per (eta, objective) and seed."""
-    return utility_of(frame, "utility/accuracy", "sst2", "dchi-text")
-
-
-@pytest.fixture(scope="module")
-def text_probe(frame):
-    """The convex probe's dev accuracy for dchi-text on SST-2 per (eta, objective) and seed."""
-    return utility_of(frame, "utility/probe_accuracy", "sst2", "dchi-text")
-
-
 @pytest.mark.parametrize("objective", ["vanilla", "prob", "denoising"])
-def test_text_to_text_adaptation_lacks_the_token_gain_at_eta_60(accuracy, text_accuracy, objective):
+def test_text_to_text_adaptation_lacks_the_token_gain_at_eta_60(accuracy, utility, objective):
     """Nearest-token text is already made of vocabulary tokens, so the adapted encoder has little to learn: at eta 60
     no objective's head gains 0.01 on average over the five paired seeds (measured -0.000 to +0.003), where denoising
     on token representations gains more than 0.02 (+0.025)."""
-    assert np.mean(gains(text_accuracy, 60.0, objective, TEXT_SEEDS)) < 0.01
+    assert np.mean(gains(utility("utility/accuracy", "sst2", "dchi-text"), 60.0, objective, TEXT_SEEDS)) < 0.01
     assert np.mean(gains(accuracy, 60.0, "denoising")) > 0.02
 
 
 @pytest.mark.parametrize("eta", [60.0, 120.0])
 @pytest.mark.parametrize("objective", ["vanilla", "prob", "denoising"])
-def test_text_to_text_the_convex_probe_sees_no_adaptation_gain(text_probe, eta, objective):
+def test_text_to_text_the_convex_probe_sees_no_adaptation_gain(utility, eta, objective):
     """The probe gains less than 0.015 on average over the five seeds (measured -0.015 to +0.008)."""
-    assert np.mean(gains(text_probe, eta, objective, TEXT_SEEDS)) < 0.015
+    assert np.mean(gains(utility("utility/probe_accuracy", "sst2", "dchi-text"), eta, objective, TEXT_SEEDS)) < 0.015
 
 
 def test_qu_t7_on_sst2_is_unresolved_not_refuted(claims):
