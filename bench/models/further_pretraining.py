@@ -62,8 +62,9 @@ def pretraining_key(budget: PretrainingBudget, sentences: list[str]) -> str:
 def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bool = False) -> tuple[Path | None, dict]:
     """The directory of the MLM further pretrained on ``sentences`` (None for 0 steps: the MLM as it is), and what
     the record says of the run (steps, seconds, CPU seconds, sequences, key). Cached; a file lock serialises
-    builders. ``seconds`` is wall-clock and counts any time the process was stopped; ``cpu_seconds`` (all threads,
-    absent from checkpoints built before 2026-11-28) does not."""
+    builders. ``seconds`` is wall-clock, less the time the process spent stopped (``offline_mlm.StopWatch``;
+    checkpoints built before 2026-11-28 17:30 UTC count that time too); ``cpu_seconds`` (all threads, absent from
+    checkpoints built before 2026-11-28) is CPU time."""
     from filelock import FileLock
 
     from bench.models.cache import cache_root

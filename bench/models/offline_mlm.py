@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ class TrainingLog:
     """What a training run did."""
 
     steps: int = 0
-    seconds: float = 0.0  # wall-clock training time
+    seconds: float = 0.0  # wall-clock training time, less the time the process spent stopped (StopWatch)
     cpu_seconds: float = 0.0  # CPU time of this process meanwhile (all threads): below threads x seconds when shared
     sequences: int = 0
     checkpoints: list[Checkpoint] = field(default_factory=list)
@@ -108,6 +109,37 @@ def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     payload = json.dumps({"recipe": asdict(recipe), "revision": revision, "corpus": corpus_hash,
                           "masking": [MASK_RATE, MAX_PREDICTIONS], "version": VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+class StopWatch:
+    """Notices that the process was stopped (SIGSTOP, Ctrl-Z) and continued: the kernel then sends SIGCONT.
+
+    A training step that saw a SIGCONT counts its CPU time divided by the threads it runs on, not its wall time,
+    so a stopped run's clock (its minute checkpoints and a time budget) does not run on while it is stopped.
+    Time lost to other jobs on shared cores still counts, as wall time. Only the main thread can catch signals:
+    elsewhere (and where there is no SIGCONT) every step counts its wall time."""
+
+    def __init__(self) -> None:
+        self.continued, self._previous = False, None
+
+    def __enter__(self) -> "StopWatch":
+        try:
+            self._previous = signal.signal(signal.SIGCONT, self._on_continue)
+        except (AttributeError, ValueError):  # no SIGCONT on this platform, or not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGCONT, self._previous)
+
+    def _on_continue(self, *_) -> None:
+        self.continued = True
+
+    def step_seconds(self, wall: float, cpu: float, threads: int) -> float:
+        """What a step that took ``wall`` seconds and ``cpu`` CPU seconds on ``threads`` threads counts."""
+        stopped, self.continued = self.continued, False
+        return cpu / max(threads, 1) if stopped else wall
 
 
 def available_cores() -> int:
@@ -195,7 +227,7 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     try:
         bar = progress_bar(f"training {recipe.encoder} as a masked LM", 1.0, spent(),
                            enabled=not progress)  # progress prints lines instead
-        with torch.random.fork_rng(), bar as show:
+        with torch.random.fork_rng(), bar as show, StopWatch() as watch:
             torch.manual_seed(recipe.seed)
             if saved is not None:
                 torch.set_rng_state(saved)  # dropout continues where the interrupted run stopped
@@ -220,8 +252,9 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(parameters, 1.0)
                 optimizer.step()
-                log.seconds += time.perf_counter() - started
-                log.cpu_seconds += time.process_time() - cpu_started
+                cpu = time.process_time() - cpu_started
+                log.seconds += watch.step_seconds(time.perf_counter() - started, cpu, torch.get_num_threads())
+                log.cpu_seconds += cpu
                 log.steps += 1
                 log.sequences += len(chosen)
                 losses.append(float(loss.detach()))
