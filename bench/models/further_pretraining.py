@@ -63,7 +63,7 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
     """The directory of the MLM further pretrained on ``sentences`` (None for 0 steps: the MLM as it is), and what
     the record says of the run (steps, seconds, CPU seconds, sequences, key). Cached; a file lock serialises
     builders. ``seconds`` is wall-clock, less the time the process spent stopped (``offline_mlm.StopWatch``;
-    checkpoints built before 2026-11-28 17:30 UTC count that time too); ``cpu_seconds`` (all threads, absent from
+    checkpoints built before 2026-11-28 17:12 UTC count that time too); ``cpu_seconds`` (all threads, absent from
     checkpoints built before 2026-11-28) is CPU time."""
     from filelock import FileLock
 

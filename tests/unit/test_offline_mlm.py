@@ -224,8 +224,6 @@ def test_a_saved_state_of_another_model_is_set_aside_with_a_warning(tiny_bert, t
 
 
 def test_time_the_process_spends_waiting_counts_in_seconds_but_not_in_cpu_seconds(tiny_bert, monkeypatch, tmp_path):
-    import time
-
     from bench.models import further_pretraining, offline_mlm
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
@@ -244,18 +242,18 @@ def test_a_stopped_and_continued_step_counts_its_cpu_time_not_the_stop(tiny_bert
     from bench.models import offline_mlm
     from bench.models.mlm import load_mlm
 
-    first_step = []
+    step_starts = []
 
     def stop_in_the_second_step():
-        first_step.append(time.perf_counter())
-        if len(first_step) == 2:
+        step_starts.append(time.perf_counter())
+        if len(step_starts) == 2:
             subprocess.run(["sh", "-c", f"kill -STOP {os.getpid()}; sleep 2; kill -CONT {os.getpid()}"], check=True)
 
     _watch_calls(monkeypatch, offline_mlm, "masked_batch", before=stop_in_the_second_step)
     recipe = offline_mlm.MLMRecipe(encoder=tiny_bert, steps=4, batch_size=4, seq_len=16)
     handler = signal.getsignal(signal.SIGCONT)
     log = offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False)
-    steps_took = time.perf_counter() - first_step[0]  # wall time from the first step on, the stop included
+    steps_took = time.perf_counter() - step_starts[0]  # wall time from the first step on, the stop included
     assert steps_took >= 2.0 and log.steps == 4
     # wall time would count the 2 s stop (seconds ~ steps_took); the stopped step counts its CPU time per thread
     assert log.seconds < steps_took - 1.5
