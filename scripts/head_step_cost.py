@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from bench.models.training import TrainingConfig, train_head
+from bench.models.training import TrainingConfig, make_head, train_head
 
 BATCH, STEPS_PER_EPOCH = 64, 125
 
@@ -33,7 +33,8 @@ def head_step_ms(width: int, epochs: int) -> float:
 def products_ms(width: int = 384, repeats: int = 2000) -> float:
     """Milliseconds for one step's large matrix products: two forward, three backward (width x width layers)."""
     generator = torch.Generator().manual_seed(0)
-    x, w1, w2 = (torch.randn(BATCH if i == 0 else width, width, generator=generator) for i in range(3))
+    x = torch.randn(BATCH, width, generator=generator)
+    w1, w2 = torch.randn(width, width, generator=generator), torch.randn(width, width, generator=generator)
     started = time.perf_counter()
     for _ in range(repeats):
         a = x @ w1.T
@@ -47,8 +48,7 @@ def adam_paths(steps: int = 3000, width: int = 384) -> tuple[float, float, bool]
 
     def run(**options):
         torch.manual_seed(0)
-        head = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                   torch.nn.ReLU(), torch.nn.Linear(width, 2))
+        head = make_head(width, 2, TrainingConfig())  # the server's head: two hidden layers of the width
         optimizer = torch.optim.Adam(head.parameters(), lr=2e-3, **options)
         generator = torch.Generator().manual_seed(1)
         x = torch.randn(BATCH * 50, width, generator=generator)
