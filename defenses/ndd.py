@@ -42,7 +42,9 @@ An interrupted rewrite resumes where it stopped: every candidate is drawn before
 choice is checkpointed as it is made (``bench.core.journal``, keyed by the defense, the MLM's weights, the split
 and the drawn candidates), so a rerun draws the same candidates again (generation is repeated; it is the cheaper
 part) and scores only the spans left, choosing exactly what one uninterrupted run chooses. The record counts the
-spans taken from the checkpoint (``ndd_spans_from_checkpoint``).
+spans taken from the checkpoint (``ndd_spans_from_checkpoint``). Progress (a bar on a terminal, a line every ten
+minutes in a log) counts each span as the square of the pieces it is scored over, which is what its scoring costs,
+so the time left it shows holds when a split's few longest sentences carry much of the work.
 """
 
 from __future__ import annotations
@@ -55,13 +57,14 @@ import numpy as np
 
 from bench import Edit, SpanDefense, added_later, register_defense
 from bench.core.params import require
-from bench.core.progress import track
+from bench.core.progress import progress_bar
 
 MODES = ("generative", "substitutive")
 SELECTIONS = ("ndd", "random")
 SCOPES = ("segment", "sentence")
 MASK = "[MASK]"
 SAMPLE_ROWS = 256  # rows per forward pass when sampling generated pieces
+PROGRESS_LINE_SECONDS = 600  # a background rewrite logs its progress this often
 
 
 @register_defense("ndd")
@@ -118,31 +121,40 @@ class NDDDistortion(SpanDefense):
         edits: list[list[Edit]] = [[] for _ in batch.texts]
         chosen_ndd, first_ndd, masked, originals, copies = [], [], 0, {}, [0, 0]
         journal = self._journal(batch, jobs, candidates) if self.select == "ndd" else None
+        # NDD's cost per span grows with the square of the pieces it is scored over (n masked copies of n pieces),
+        # so progress is counted in that work: a split's longest sentences can hold half of it in a few spans
+        work = np.array([len(self._scored(pieces, batch.texts[i], span)[0]) ** 2 for i, span in jobs]
+                        if journal is not None else np.ones(len(jobs)), dtype=np.float64)
+        done = float(sum(work[n] for n in journal.done)) if journal is not None else 0.0
         finished = False
         try:
-            for number, ((i, span), options) in enumerate(track(zip(jobs, candidates), "NDD: choosing candidates",
-                                                                total=len(jobs))):
-                own = tuple(w.lower() for w in span.words(batch.texts[i]))
-                options = [c for c in options if tuple(w.lower() for w in c[0]) != own]
-                if not options:
-                    masked += 1
-                    edits[i].append(Edit(span, (MASK,) * (span.end - span.start)))
-                    continue
-                keep = 0
-                if journal is not None and len(options) > 1:
-                    if number not in journal.done:
-                        choice = self._choose(mlm, pieces, batch.texts[i], span, options, originals)
-                        if choice is not None:
-                            copies[0] += choice.copies
-                            copies[1] += choice.copies_exhaustive
-                        journal.record(number, None if choice is None else
-                                       [choice.index, choice.score, choice.first])
-                    if journal.done[number] is not None:
-                        keep, chosen, first = journal.done[number]
-                        chosen_ndd.append(chosen)
-                        first_ndd.append(first)
-                words, fragment = options[keep]
-                edits[i].append(Edit(span, tuple(words), fragment))
+            with progress_bar("NDD: choosing candidates", float(work.sum()) or 1.0, done,
+                              log_every=PROGRESS_LINE_SECONDS) as update:
+                for number, ((i, span), options) in enumerate(zip(jobs, candidates)):
+                    if journal is None or number not in journal.done:
+                        update(done, f"NDD: choosing candidates (span {number + 1:,} of {len(jobs):,})")
+                        done += work[number]
+                    own = tuple(w.lower() for w in span.words(batch.texts[i]))
+                    options = [c for c in options if tuple(w.lower() for w in c[0]) != own]
+                    if not options:
+                        masked += 1
+                        edits[i].append(Edit(span, (MASK,) * (span.end - span.start)))
+                        continue
+                    keep = 0
+                    if journal is not None and len(options) > 1:
+                        if number not in journal.done:
+                            choice = self._choose(mlm, pieces, batch.texts[i], span, options, originals)
+                            if choice is not None:
+                                copies[0] += choice.copies
+                                copies[1] += choice.copies_exhaustive
+                            journal.record(number, None if choice is None else
+                                           [choice.index, choice.score, choice.first])
+                        if journal.done[number] is not None:
+                            keep, chosen, first = journal.done[number]
+                            chosen_ndd.append(chosen)
+                            first_ndd.append(first)
+                    words, fragment = options[keep]
+                    edits[i].append(Edit(span, tuple(words), fragment))
             finished = True
         finally:
             if journal is not None:
@@ -175,18 +187,7 @@ class NDDDistortion(SpanDefense):
         long for the MLM."""
         from bench.privacy.ndd import OriginalDistributions, ndd_select
 
-        ids, word_of = pieces.of(text, span.segment)
-        scored = None  # the words the metric runs over (first, end exclusive); None = the whole segment
-        if self.scope == "sentence":
-            from bench.core.spans import segment_words
-            from bench.data.sentences import sentence_around
-
-            scored = sentence_around(tuple(segment_words(text, span.segment)), span.start, span.end)
-        elif self.window:
-            scored = (span.start - self.window, span.end + self.window)
-        if scored is not None:
-            near = (word_of >= scored[0]) & (word_of < scored[1])
-            ids, word_of = ids[near], word_of[near]
+        ids, word_of, scored = self._scored(pieces, text, span)
         inside = np.flatnonzero((word_of >= span.start) & (word_of < span.end))
         limit = int(getattr(mlm.model.config, "max_position_embeddings", 512)) - 2
         if len(inside) == 0 or len(ids) > limit:
@@ -198,6 +199,23 @@ class NDDDistortion(SpanDefense):
         candidate_ids = [pieces.encode(words) for words, _ in options]
         return ndd_select(mlm, ids, (int(inside[0]), int(inside[-1]) + 1), candidate_ids, self.mu, tol=self.tol,
                           original=originals[key])
+
+    def _scored(self, pieces, text, span):
+        """The pieces NDD scores ``span`` over, the word of each, and those words (first, end exclusive; None = the
+        whole segment): the segment, the span's window or its sentence."""
+        ids, word_of = pieces.of(text, span.segment)
+        scored = None
+        if self.scope == "sentence":
+            from bench.core.spans import segment_words
+            from bench.data.sentences import sentence_around
+
+            scored = sentence_around(tuple(segment_words(text, span.segment)), span.start, span.end)
+        elif self.window:
+            scored = (span.start - self.window, span.end + self.window)
+        if scored is not None:
+            near = (word_of >= scored[0]) & (word_of < scored[1])
+            ids, word_of = ids[near], word_of[near]
+        return ids, word_of, scored
 
     def rewrite_identity(self, task: str) -> dict:
         """The defense's parameters and, when the rewrite runs the MLM, a digest of the MLM's weights."""
@@ -225,8 +243,15 @@ class _Pieces:
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
+        self._segments: dict = {}
 
     def of(self, text, segment: int):
+        """The segment's piece ids (no special tokens) and each piece's word index, tokenized once per segment."""
+        if (text, segment) not in self._segments:
+            self._segments[(text, segment)] = self._tokenize(text, segment)
+        return self._segments[(text, segment)]
+
+    def _tokenize(self, text, segment: int):
         from bench.core.spans import segment_words
 
         encoded = self.tokenizer(segment_words(text, segment), is_split_into_words=True, add_special_tokens=False)

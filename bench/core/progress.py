@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -29,14 +31,18 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
 
 
 @contextmanager
-def progress_bar(description: str, total: float, completed: float = 0.0,
-                 enabled: bool = True) -> Iterator[Callable[..., None]]:
+def progress_bar(description: str, total: float, completed: float = 0.0, enabled: bool = True,
+                 log_every: float | None = None) -> Iterator[Callable[..., None]]:
     """A transient progress bar (on a terminal only, and only if ``enabled``) for a loop that is not one pass over
     items, such as training under a step or time budget that may resume part-way; yields
-    ``update(completed, description=None)``."""
+    ``update(completed, description=None)``. With ``log_every`` (seconds), stderr that is not a terminal (a
+    background job's log) gets a plain line at most that often instead: the share done and the time left at this
+    run's rate."""
     console = _console() if enabled else None
     if console is None:
-        yield lambda completed, description=None: None
+        lines = enabled and log_every and not os.environ.get("BENCH_QUIET")
+        yield _progress_lines(description, total, completed, log_every) if lines else \
+            (lambda completed, description=None: None)
         return
     from rich.progress import Progress
 
@@ -47,3 +53,23 @@ def progress_bar(description: str, total: float, completed: float = 0.0,
             bar.update(task, completed=completed, **({"description": description} if description else {}))
 
         yield update
+
+
+def _progress_lines(description: str, total: float, start: float, every: float) -> Callable[..., None]:
+    """``update(completed, description=None)`` that prints a progress line to stderr at most every ``every``
+    seconds, its time left extrapolated from the work done since ``start`` (a resumed run's earlier work is not
+    this run's rate)."""
+    began = last = time.monotonic()
+
+    def update(completed: float, now_description: str | None = None) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < every:
+            return
+        last = now
+        rate = (completed - start) / max(now - began, 1e-9)
+        left = f", about {(total - completed) / rate / 60:.0f} min left at this run's rate" if rate > 0 else ""
+        print(f"{now_description or description}: {completed / total if total else 1.0:.0%} done{left}",
+              file=sys.stderr, flush=True)
+
+    return update

@@ -25,3 +25,18 @@ def test_no_bar_when_the_caller_turns_it_off(monkeypatch, capsys):
     with progress_bar("training", 1.0, enabled=False) as update:  # the caller prints its own progress lines
         update(0.5, "training: step 50")
     assert capsys.readouterr().err == ""
+
+
+def test_a_log_gets_a_progress_line_with_the_time_left_at_this_runs_rate(monkeypatch, capsys):
+    import bench.core.progress as progress
+
+    monkeypatch.delenv("BENCH_QUIET", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)  # stderr is captured, not a terminal
+    clock = iter([0.0, 60.0, 61.0, 120.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    with progress_bar("rewriting", 100.0, completed=40.0, log_every=60) as update:  # resumed at 40%
+        update(50.0, "rewriting: span 7")  # 10 units in 60 s: 50 left take 5 min
+        update(55.0)  # a second later: no line
+        update(60.0)
+    assert capsys.readouterr().err.splitlines() == ["rewriting: span 7: 50% done, about 5 min left at this run's rate",
+                                                   "rewriting: 60% done, about 4 min left at this run's rate"]

@@ -353,3 +353,53 @@ def test_interrupted_ndd_rewrite_resumes_from_its_checkpoint_with_the_same_choic
     drop = lambda stats: {k: v for k, v in stats.items() if k not in per_run}  # noqa: E731
     assert drop(resumed_stats) == drop(whole_stats)
     assert not journals[0].exists()
+
+
+def test_ndd_progress_counts_each_span_as_the_square_of_its_pieces_and_a_resumed_run_starts_past_its_checkpoint(
+        patched_mlm, tmp_path, monkeypatch):
+    import contextlib
+
+    import defenses.ndd as ndd_module
+    from defenses.ndd import NDDDistortion
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    texts = ["peter blackburn visited the european commission in brussels on thursday .", "ann lee left .",
+             "john smith met mary jones in rome ."]
+    spans = [[Span(0, 2, "PER")], [Span(0, 2, "PER")], [Span(0, 2, "PER"), Span(3, 5, "PER")]]
+    pool = {"PER": [(("peter", "blackburn"), None), (("john", "smith"), None), (("mary",), None),
+                    (("ann", "lee"), None), (("tom",), None)]}
+    pieces = [len(patched_mlm.tokenizer(t.split(), is_split_into_words=True, add_special_tokens=False)["input_ids"])
+              for t in texts]
+    work = [pieces[0] ** 2, pieces[1] ** 2, pieces[2] ** 2, pieces[2] ** 2]  # one entry per span, in order
+    bars = []
+
+    @contextlib.contextmanager
+    def recording(description, total, completed=0.0, enabled=True, log_every=None):
+        bars.append({"total": total, "start": completed, "updates": []})
+        yield lambda done, description=None: bars[-1]["updates"].append(done)
+
+    monkeypatch.setattr(ndd_module, "progress_bar", recording)
+    real_choose, stop = NDDDistortion._choose, [None]
+
+    def stopping(self, *args):
+        if stop[0] is not None and not stop[0]:
+            raise KeyboardInterrupt
+        if stop[0]:
+            stop[0] -= 1
+        return real_choose(self, *args)
+
+    monkeypatch.setattr(NDDDistortion, "_choose", stopping)
+
+    def rewrite():
+        NDDDistortion(mode="substitutive", k=3, mlm="minilm", allow_untrained=True).rewrite(
+            batch_of(texts, spans, pool), np.random.default_rng(0))
+
+    rewrite()
+    assert work[0] > 7 * work[1]  # a span of an 11-piece sentence is 7.5 times the work of a 4-piece one
+    assert bars[0] == {"total": sum(work), "start": 0.0, "updates": list(np.cumsum([0] + work[:-1]))}
+    stop[0] = 2
+    with pytest.raises(KeyboardInterrupt):
+        rewrite()
+    stop[0] = None
+    rewrite()  # resumes: the first two spans come from the checkpoint
+    assert bars[2] == {"total": sum(work), "start": work[0] + work[1], "updates": [work[0] + work[1], sum(work[:3])]}
