@@ -64,7 +64,6 @@ SELECTIONS = ("ndd", "random")
 SCOPES = ("segment", "sentence")
 MASK = "[MASK]"
 SAMPLE_ROWS = 256  # rows per forward pass when sampling generated pieces
-PROGRESS_LINE_SECONDS = 600  # a background rewrite logs its progress this often
 
 
 @register_defense("ndd")
@@ -128,8 +127,7 @@ class NDDDistortion(SpanDefense):
         done = float(sum(work[n] for n in journal.done)) if journal is not None else 0.0
         finished = False
         try:
-            with progress_bar("NDD: choosing candidates", float(work.sum()) or 1.0, done,
-                              log_every=PROGRESS_LINE_SECONDS) as update:
+            with progress_bar("NDD: choosing candidates", float(work.sum()) or 1.0, done) as update:
                 for number, ((i, span), options) in enumerate(zip(jobs, candidates)):
                     if journal is None or number not in journal.done:
                         update(done, f"NDD: choosing candidates (span {number + 1:,} of {len(jobs):,})")

@@ -1,4 +1,5 @@
-"""Progress bars on stderr (rich), quiet when ``BENCH_QUIET`` is set."""
+"""Progress bars on stderr (rich), quiet when ``BENCH_QUIET`` is set. Where stderr is not a terminal (a background
+job's log), a loop longer than ``LOG_EVERY`` seconds prints a plain progress line that often instead."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
+LOG_EVERY = 600.0  # seconds between progress lines in a log
 
 
 def _console():
@@ -20,10 +22,18 @@ def _console():
 
 
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """Iterate over ``items`` while showing a transient progress bar (on a terminal only)."""
+    """Iterate over ``items`` while showing a transient progress bar (on a terminal; in a log, a line every
+    ``LOG_EVERY`` seconds)."""
     console = _console()
     if console is None:
-        yield from items
+        if os.environ.get("BENCH_QUIET"):
+            yield from items
+            return
+        total = total if total is not None else len(items) if hasattr(items, "__len__") else None
+        update = _progress_lines(description, float(total), 0.0, LOG_EVERY) if total else lambda done: None
+        for done, item in enumerate(items):
+            update(float(done))
+            yield item
         return
     from rich.progress import track as rich_track
 
@@ -32,7 +42,7 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
 
 @contextmanager
 def progress_bar(description: str, total: float, completed: float = 0.0, enabled: bool = True,
-                 log_every: float | None = None) -> Iterator[Callable[..., None]]:
+                 log_every: float | None = LOG_EVERY) -> Iterator[Callable[..., None]]:
     """A transient progress bar (on a terminal only, and only if ``enabled``) for a loop that is not one pass over
     items, such as training under a step or time budget that may resume part-way; yields
     ``update(completed, description=None)``. With ``log_every`` (seconds), stderr that is not a terminal (a

@@ -40,3 +40,18 @@ def test_a_log_gets_a_progress_line_with_the_time_left_at_this_runs_rate(monkeyp
         update(60.0)
     assert capsys.readouterr().err.splitlines() == ["rewriting: span 7: 50% done, about 5 min left at this run's rate",
                                                    "rewriting: 60% done, about 4 min left at this run's rate"]
+
+
+def test_a_long_loop_in_a_log_prints_a_line_every_log_every_seconds(monkeypatch, capsys):
+    import bench.core.progress as progress
+    from bench.core.progress import track
+
+    monkeypatch.delenv("BENCH_QUIET", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    clock = iter([0.0, 1.0, progress.LOG_EVERY, progress.LOG_EVERY + 1.0])  # the bar's start, then one per item
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    assert list(track(["a", "b", "c"], "encoding")) == ["a", "b", "c"]
+    minutes = progress.LOG_EVERY / 60  # the first item took LOG_EVERY seconds, so two more take twice that
+    assert capsys.readouterr().err == f"encoding: 33% done, about {2 * minutes:.0f} min left at this run's rate\n"
+    monkeypatch.setenv("BENCH_QUIET", "1")
+    assert list(track(iter("ab"), "quiet")) == ["a", "b"] and capsys.readouterr().err == ""
