@@ -45,8 +45,8 @@ def progress_bar(description: str, total: float, completed: float = 0.0, enabled
                  log_every: float | None = LOG_EVERY) -> Iterator[Callable[..., None]]:
     """A transient progress bar (on a terminal only, and only if ``enabled``) for a loop that is not one pass over
     items, such as training under a step or time budget that may resume part-way; yields
-    ``update(completed, description=None)``. With ``log_every`` (seconds), stderr that is not a terminal (a
-    background job's log) gets a plain line at most that often instead: the share done and the time left at this
+    ``update(completed, description=None)``. Where stderr is not a terminal (a background job's log), a plain line
+    at most every ``log_every`` seconds (None: none) stands in for the bar: the share done and the time left at this
     run's rate."""
     console = _console() if enabled else None
     if console is None:
