@@ -26,11 +26,8 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
     ``LOG_EVERY`` seconds)."""
     console = _console()
     if console is None:
-        if os.environ.get("BENCH_QUIET"):
-            yield from items
-            return
         total = total if total is not None else len(items) if hasattr(items, "__len__") else None
-        update = _progress_lines(description, float(total), 0.0, LOG_EVERY) if total else lambda done: None
+        update = _progress_lines(description, float(total or 0), 0.0, LOG_EVERY)
         for done, item in enumerate(items):
             update(float(done))
             yield item
@@ -50,9 +47,7 @@ def progress_bar(description: str, total: float, completed: float = 0.0, enabled
     run's rate."""
     console = _console() if enabled else None
     if console is None:
-        lines = enabled and log_every and not os.environ.get("BENCH_QUIET")
-        yield _progress_lines(description, total, completed, log_every) if lines else \
-            (lambda completed, description=None: None)
+        yield _progress_lines(description, total, completed, log_every if enabled else None)
         return
     from rich.progress import Progress
 
@@ -65,10 +60,12 @@ def progress_bar(description: str, total: float, completed: float = 0.0, enabled
         yield update
 
 
-def _progress_lines(description: str, total: float, start: float, every: float) -> Callable[..., None]:
+def _progress_lines(description: str, total: float, start: float, every: float | None) -> Callable[..., None]:
     """``update(completed, description=None)`` that prints a progress line to stderr at most every ``every``
     seconds, its time left extrapolated from the work done since ``start`` (a resumed run's earlier work is not
-    this run's rate)."""
+    this run's rate); one that prints nothing under ``BENCH_QUIET``, without ``every`` or without a known total."""
+    if os.environ.get("BENCH_QUIET") or not every or not total:
+        return lambda completed, description=None: None
     began = last = time.monotonic()
 
     def update(completed: float, now_description: str | None = None) -> None:
@@ -79,7 +76,7 @@ def _progress_lines(description: str, total: float, start: float, every: float) 
         last = now
         rate = (completed - start) / max(now - began, 1e-9)
         left = f", about {(total - completed) / rate / 60:.0f} min left at this run's rate" if rate > 0 else ""
-        print(f"{now_description or description}: {completed / total if total else 1.0:.0%} done{left}",
+        print(f"{now_description or description}: {completed / total:.0%} done{left}",
               file=sys.stderr, flush=True)
 
     return update
