@@ -37,6 +37,22 @@ def ndd_cells(records, **args):
             and r.spec["n_train"] == 500 and all(r.spec["defense_args"].get(k) == v for k, v in args.items())]
 
 
+def parse_cell(records, task: str, **args):
+    """The one NDD record of the parsing task ``task`` with these defense arguments."""
+    [cell] = [r for r in records if r.spec["task"] == task and r.spec["defense"] == "ndd"
+              and all(r.spec["defense_args"].get(k) == v for k, v in args.items())]
+    return cell
+
+
+def assert_ndd_chose_lower_and_hid(cell) -> None:
+    """NDD's choices have less than 0.6 of the first drawn candidate's NDD, and span-recovery reads fewer spans
+    back from the release than the frequency guess does without it."""
+    notes, metrics = cell.notes, cell.metrics
+    assert notes["ndd_chosen_mean"] < 0.6 * notes["ndd_first_candidate_mean"], notes
+    recovered, guess = metrics["privacy/span-recovery/recovered"], metrics["random/span-recovery/recovered"]
+    assert recovered < guess, (recovered, guess)
+
+
 def test_masking_loses_the_most_labelled_f1(records):
     table = ours(records, "li_ndd_table1")
     assert table["masked lf"] is not None and table["unprotected lf"] is not None
@@ -87,8 +103,7 @@ def test_a_third_of_the_noun_phrases_substituted_keeps_the_parser(records):
     frequency guess's (0.055 against 0.054, where every phrase of the unprotected text is in the release)."""
     table = ours(records, "li_ndd_table2")
     assert abs(table["substituted_with_ndd_33pct_np lf"] - table["unprotected lf"]) <= 0.01, table
-    [cell] = [r for r in records if r.spec["task"] == "ptb" and r.spec["defense"] == "ndd"
-              and r.spec["defense_args"]["fraction"] == 0.33]
+    cell = parse_cell(records, "ptb", fraction=0.33)
     notes = cell.notes
     assert notes["ndd_spans"] > 2000 and notes["ndd_chosen_mean"] < 0.6 * notes["ndd_first_candidate_mean"], notes
     recovered, guess = cell.metrics["privacy/span-recovery/recovered"], cell.metrics["random/span-recovery/recovered"]
@@ -105,13 +120,10 @@ def test_every_noun_phrase_substituted_costs_the_parser_more_than_a_third_of_the
     unprotected, every_np, third = (table[f"{row} lf"] for row in (
         "unprotected", "substituted_with_ndd_100pct_np", "substituted_with_ndd_33pct_np"))
     assert every_np < third <= unprotected and unprotected - every_np < 0.1, table
-    [cell] = [r for r in records if r.spec["task"] == "ptb" and r.spec["defense"] == "ndd"
-              and r.spec["defense_args"]["kinds"] == "NP" and r.spec["defense_args"]["fraction"] == 1.0]
+    cell = parse_cell(records, "ptb", kinds="NP", fraction=1.0)
     notes = cell.notes
     assert notes["spans_rewritten"] == notes["ndd_spans"] == notes["ndd_scored_spans"] > 8000, notes
-    assert notes["ndd_chosen_mean"] < 0.6 * notes["ndd_first_candidate_mean"], notes
-    recovered, guess = cell.metrics["privacy/span-recovery/recovered"], cell.metrics["random/span-recovery/recovered"]
-    assert recovered < guess, (recovered, guess)
+    assert_ndd_chose_lower_and_hid(cell)
 
 
 def test_every_phrase_substituted_on_the_full_slice_costs_the_parser_and_hides_the_phrases(records):
@@ -125,15 +137,12 @@ def test_every_phrase_substituted_on_the_full_slice_costs_the_parser_and_hides_t
     assert 0.0 < drop < 0.1, table
     claims = {c["id"]: c for c in rep.reproduce(RESULTS, "li_ndd_table2", records)["claims"]}
     assert claims["NDD T2: the less is substituted, the more parsing utility is kept"]["verdict"] == "holds"
-    [cell] = [r for r in records if r.spec["task"] == "ptb" and r.spec["defense"] == "ndd"
-              and r.spec["defense_args"]["kinds"] == "all"]
+    cell = parse_cell(records, "ptb", kinds="all")
     notes = cell.notes
     assert notes["spans_rewritten"] == notes["ndd_spans"] == 10468, notes
     # a span of a kind with no other phrase in the pool has no candidate and is masked instead (2 here)
     assert notes["ndd_scored_spans"] + notes["ndd_masked_for_want_of_candidates"] == 10468, notes
-    assert notes["ndd_chosen_mean"] < 0.6 * notes["ndd_first_candidate_mean"], notes
-    recovered, guess = cell.metrics["privacy/span-recovery/recovered"], cell.metrics["random/span-recovery/recovered"]
-    assert recovered < guess, (recovered, guess)
+    assert_ndd_chose_lower_and_hid(cell)
 
 
 def test_every_phrase_substituted_on_ptb20_costs_the_parser_a_little_and_hides_the_phrases(records):
@@ -145,13 +154,10 @@ def test_every_phrase_substituted_on_ptb20_costs_the_parser_a_little_and_hides_t
     table = ours(records, "li_ndd_table2")
     drop = table["ptb-20 unprotected lf"] - table["ptb-20 substituted_with_ndd_100pct_p lf"]
     assert 0.0 < drop < 0.1, table
-    [cell] = [r for r in records if r.spec["task"] == "ptb-20" and r.spec["defense"] == "ndd"
-              and r.spec["defense_args"]["kinds"] == "all"]
+    cell = parse_cell(records, "ptb-20", kinds="all")
     notes = cell.notes
     assert notes["spans_rewritten"] == notes["ndd_spans"] > 5000, notes
-    assert notes["ndd_chosen_mean"] < 0.6 * notes["ndd_first_candidate_mean"], notes
-    recovered, guess = cell.metrics["privacy/span-recovery/recovered"], cell.metrics["random/span-recovery/recovered"]
-    assert recovered < guess, (recovered, guess)
+    assert_ndd_chose_lower_and_hid(cell)
 
 
 def test_on_ptb20_the_less_is_substituted_the_more_the_parser_keeps(records):
@@ -171,6 +177,4 @@ def test_on_ptb20_the_less_is_substituted_the_more_the_parser_keeps(records):
     assert {(c.spec["defense_args"]["kinds"], c.spec["defense_args"]["fraction"]) for c in cells} == {
         ("all", 1.0), ("NP", 1.0), ("NP", 0.33)}
     for cell in cells:
-        notes, metrics = cell.notes, cell.metrics
-        assert notes["ndd_chosen_mean"] < 0.6 * notes["ndd_first_candidate_mean"], notes
-        assert metrics["privacy/span-recovery/recovered"] < metrics["random/span-recovery/recovered"], metrics
+        assert_ndd_chose_lower_and_hid(cell)
