@@ -129,6 +129,29 @@ def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm
     assert edits[0][0].words == drawn[int(np.argmin(scores))][0]
 
 
+@pytest.mark.parametrize("setting, expected", [("cell", "fp32"), ("bf16", "bf16"), ("fp32", "fp32")])
+def test_ndd_mlm_runs_at_its_own_precision_and_the_cell_keeps_its_own(patched_mlm, monkeypatch, setting, expected):
+    from bench.models import encoders
+    from bench.privacy import ndd as metric
+    from defenses.ndd import NDDDistortion
+
+    seen, plain = [], metric._log_probs_at
+
+    def spy(mlm, rows, where):
+        seen.append(encoders.cell_precision())
+        return plain(mlm, rows, where)
+
+    monkeypatch.setattr(metric, "_log_probs_at", spy)
+    texts = ["peter blackburn visited the european commission in brussels ."] * 2
+    pool = {"PER": [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]}
+    defense = NDDDistortion(mode="substitutive", k=3, mlm="minilm", allow_untrained=True, mlm_precision=setting)
+    defense.rewrite(batch_of(texts, [[Span(0, 2, "PER")]] * 2, pool), np.random.default_rng(0))
+    assert seen and set(seen) == {expected}
+    assert defense.stats["ndd_mlm_precision"] == expected and encoders.cell_precision() == "fp32"
+    identity = defense.rewrite_identity("fake")  # the journal and the rewrite cache key on it
+    assert ("mlm_precision" in identity["args"]) == (setting != "cell")
+
+
 def test_rewrite_cache_replays_a_rewrite_exactly_and_misses_on_any_change(patched_mlm, tmp_path, monkeypatch):
     from bench.engine.spans import cached_rewrite
     from defenses.ndd import NDDDistortion
@@ -230,6 +253,7 @@ def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_
     ({"mlm": "mock"}, "is not a masked LM"), ({"mlm": "minilm"}, "untrained prediction head"),
     ({"fraction": 0.0}, "fraction must lie"), ({"window": -1}, "window must be >= 0"),
     ({"scope": "paragraph"}, "scope must be one of"), ({"window": 5, "scope": "sentence"}, "not both"),
+    ({"mlm_precision": "fp16"}, "mlm_precision must be cell, fp32 or bf16"),
 ])
 def test_ndd_rejects_bad_parameters(args, message):
     from defenses.ndd import NDDDistortion
