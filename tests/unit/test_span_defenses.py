@@ -129,8 +129,10 @@ def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm
     assert edits[0][0].words == drawn[int(np.argmin(scores))][0]
 
 
-@pytest.mark.parametrize("setting, expected", [("cell", "fp32"), ("bf16", "bf16"), ("fp32", "fp32")])
-def test_ndd_mlm_runs_at_its_own_precision_and_the_cell_keeps_its_own(patched_mlm, monkeypatch, setting, expected):
+@pytest.mark.parametrize("cell, setting, expected", [("fp32", "cell", "fp32"), ("bf16", "cell", "bf16"),
+                                                      ("fp32", "bf16", "bf16"), ("bf16", "fp32", "fp32")])
+def test_ndd_mlm_runs_at_its_own_precision_and_the_cell_keeps_its_own(patched_mlm, monkeypatch, cell, setting,
+                                                                      expected):
     from bench.models import encoders
     from bench.privacy import ndd as metric
     from defenses.ndd import NDDDistortion
@@ -145,9 +147,11 @@ def test_ndd_mlm_runs_at_its_own_precision_and_the_cell_keeps_its_own(patched_ml
     texts = ["peter blackburn visited the european commission in brussels ."] * 2
     pool = {"PER": [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]}
     defense = NDDDistortion(mode="substitutive", k=3, mlm="minilm", allow_untrained=True, mlm_precision=setting)
-    defense.rewrite(batch_of(texts, [[Span(0, 2, "PER")]] * 2, pool), np.random.default_rng(0))
+    with encoders.on_device("cpu", cell):
+        defense.rewrite(batch_of(texts, [[Span(0, 2, "PER")]] * 2, pool), np.random.default_rng(0))
+        assert encoders.cell_precision() == cell  # the server and the attack that follow run at the cell's
     assert seen and set(seen) == {expected}
-    assert defense.stats["ndd_mlm_precision"] == expected and encoders.cell_precision() == "fp32"
+    assert defense.stats["ndd_mlm_precision"] == expected
     identity = defense.rewrite_identity("fake")  # the journal and the rewrite cache key on it
     assert ("mlm_precision" in identity["args"]) == (setting != "cell")
 
