@@ -6,7 +6,7 @@ prints the seconds each took, the spans where both kept the same candidate, and 
 scored in their own precision). The substitution pool is the whole training split's, as in the cell; the MLM is
 the one the cell loads for the task (for SQuAD the minilm-mlm trained without SQuAD's text).
 
-    BENCH_DATA_DIR=../shared/data python scripts/ndd_precision_agreement.py --task squad --examples 40 --window 16
+    BENCH_DATA_DIR=../shared/data python scripts/ndd_precision_agreement.py --task squad --examples 15 --window 16
 """
 
 import argparse
@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from bench import TASKS
-from bench.engine.spans import SpanBatch, select_spans, span_pool, task_spans
+from bench.engine.spans import SpanBatch, select_spans, substitution_pool, task_spans
 from bench.models.mlm import shared_mlm
 from defenses.ndd import NDDDistortion
 
@@ -34,7 +34,7 @@ def main() -> None:
     data = task.load(task.default_n_train, task.default_n_eval, args.seed)
     texts, labels = list(data.train.texts), list(data.train.labels)
     spans = task_spans(task, data, "train")
-    pool = {**span_pool(task, texts, labels, spans), **getattr(task, "substitution_pool", dict)()}
+    pool = substitution_pool(task, texts, labels, spans)  # the whole split's, as in the cell
     chosen = select_spans(task, spans[:args.examples], (), 1.0, np.random.default_rng(args.seed))
     batch = SpanBatch(texts[:args.examples], labels[:args.examples], chosen, pool, task.registry_name)
 

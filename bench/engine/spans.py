@@ -87,6 +87,12 @@ def span_pool(task, texts: list[Text], labels: list[Any], spans: list[list[Span]
     return {kind: list(entries.items()) for kind, entries in pool.items()}
 
 
+def substitution_pool(task, texts: list[Text], labels: list[Any], spans: list[list[Span]]) -> dict[str, list]:
+    """What a substitutive defense draws from: the client's own spans by kind (``span_pool``), a kind's public
+    phrases instead where the task offers them (``Task.substitution_pool``)."""
+    return {**span_pool(task, texts, labels, spans), **getattr(task, "substitution_pool", dict)()}
+
+
 def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> RewrittenSplit:
     """Run ``defense`` (a ``SpanDefense``) on ``split``: choose spans, rewrite them, relabel the examples."""
     examples = getattr(data, split)
@@ -97,8 +103,7 @@ def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> 
                          f"'{type(defense).registry_name}' has nothing to rewrite.")
     kinds, fraction = defense.selection()
     chosen = select_spans(task, spans, kinds, fraction, rng)
-    pool = {**span_pool(task, texts, labels, spans), **getattr(task, "substitution_pool", dict)()}
-    batch = SpanBatch(texts, labels, chosen, pool, task.registry_name)
+    batch = SpanBatch(texts, labels, chosen, substitution_pool(task, texts, labels, spans), task.registry_name)
     edits = cached_rewrite(defense, batch, rng)
     if len(edits) != len(texts):
         raise BenchError(f"defense '{type(defense).registry_name}' returned edits for {len(edits)} of "
