@@ -7,7 +7,8 @@ Management", §4 (Eq. 13-15), with the metric of §3.2 (``bench.privacy.ndd``, a
 Threat model: the client rewrites the sensitive spans of its own text before release (the server trains on the
 rewritten text); an adversary sees the released text and knows the mechanism, the MLM included.
 
-The MLM is the client's: ``minilm-mlm`` (offline) is trained on public text without the task's own text.
+The MLM is the client's: ``minilm-mlm`` (offline) is trained on public text without the task's own text
+(``minilm-mlm@N``: the same recipe trained N steps, a weaker or stronger MLM for Table 6's PLM axis).
 
 For each chosen span (``bench.engine.spans``) the client draws ``k`` candidates:
 
@@ -85,7 +86,7 @@ class NDDDistortion(SpanDefense):
     select: str = "ndd"  # ndd (smallest NDD of k candidates) or random (the first drawn: "w/o NDD")
     k: int = 8  # candidates per span (the paper's 8)
     mu: float = 0.9  # NDD distance decay, weight mu ** distance to the span, in (0, 1]
-    mlm: str = "minilm-mlm"  # the masked LM for generation and NDD (hub ids such as bert-base-cased online)
+    mlm: str = "minilm-mlm"  # the masked LM for generation and NDD (minilm-mlm@N; hub ids such as bert-base-cased)
     kinds: str = "all"  # span kinds to rewrite, joined by "+" (e.g. PER+ORG, NP); all = every kind the task declares
     fraction: float = 1.0  # share of the chosen spans that is rewritten, drawn at random over the split
     tol: float = 0.0  # NDD positions of weight below tol are skipped (a lower bound; 0 = exact)

@@ -65,8 +65,8 @@ class MaskedLM:
 
 def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0, task: str | None = None) -> MaskedLM:
     """The masked LM of encoder ``name``: a hub id, ``minilm`` (a fresh, untrained head), ``minilm-mlm`` (every
-    layer trained offline by ``bench.models.offline_mlm``, trained on first use), or a directory saved by
-    ``MaskedLM.save``.
+    layer trained offline by ``bench.models.offline_mlm``, trained on first use; ``minilm-mlm@N`` the same recipe
+    trained N steps), or a directory saved by ``MaskedLM.save``.
 
     Each call returns a fresh copy (callers may train it). ``seed`` fixes a fresh head's initialisation.
     ``task``: the task the MLM will be used on; ``minilm-mlm`` is then trained without that task's text.
@@ -76,12 +76,12 @@ def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0, task: str
 
     from bench.core.seeding import derive_seed
     from bench.models.encoders import Encoder, _locate, quiet_loading
+    from bench.models.offline_mlm import offline_steps, prepare, recipe_for
 
-    if name == "minilm-mlm":  # the offline encoder's MLM with every layer trained here (cached; trained if missing)
-        from bench.models.offline_mlm import NAME, prepare, recipe_for
-
-        trained = load_mlm(str(prepare(recipe_for(task))), device, seed)
-        trained.name = NAME
+    steps = offline_steps(name)
+    if steps is not None:  # the offline encoder's MLM with every layer trained here (cached; trained if missing)
+        trained = load_mlm(str(prepare(recipe_for(task, steps))), device, seed)
+        trained.name = name
         return trained
     if name.startswith("mock") or name == "bilstm":
         raise BenchError(f"encoder '{name}' has no WordPiece transformer to use as a masked LM; use minilm or a "
@@ -267,12 +267,12 @@ def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[s
     top-1 (read from a trained offline MLM's info, else measured on the held-out public text) and the digest of its
     weights (``mlm_identity``), which tells whether a rebuilt or downloaded MLM is the one the record used."""
     from bench.data.public_corpus import held_out
+    from bench.models.offline_mlm import info, offline_steps, prepare, recipe_for
 
     mlm = shared_mlm(name, task, device)
-    if name == "minilm-mlm":
-        from bench.models.offline_mlm import info, prepare, recipe_for
-
-        top1 = info(prepare(recipe_for(task)))["held_out_top1"]
+    steps = offline_steps(name)
+    if steps is not None:
+        top1 = info(prepare(recipe_for(task, steps)))["held_out_top1"]
     else:
         texts, _, _ = held_out(task)
         top1 = round(masked_token_accuracy(mlm, texts), 4)
@@ -281,12 +281,13 @@ def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[s
 
 def check_mlm_name(name: str, allow_untrained: bool = False) -> None:
     """Raise ``BenchError`` unless ``name`` is a masked LM with a trained head, without loading weights:
-    ``minilm-mlm``, a directory saved by ``MaskedLM.save``, or a hub checkpoint whose config names an MLM
-    head. ``minilm`` (and a hub encoder without a head) would get a fresh, untrained head: accepted only with
-    ``allow_untrained`` (plumbing tests)."""
+    ``minilm-mlm`` (or ``minilm-mlm@N``), a directory saved by ``MaskedLM.save``, or a hub checkpoint whose config
+    names an MLM head. ``minilm`` (and a hub encoder without a head) would get a fresh, untrained head: accepted
+    only with ``allow_untrained`` (plumbing tests)."""
     from bench.models.encoders import _locate
+    from bench.models.offline_mlm import offline_steps
 
-    if name == "minilm-mlm":
+    if offline_steps(name) is not None:
         return
     if not name or name.startswith("mock") or name == "bilstm":
         raise BenchError(f"'{name}' is not a masked LM; use minilm-mlm (offline) or a hub id with an MLM head such "

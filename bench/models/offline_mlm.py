@@ -89,15 +89,30 @@ class TrainingLog:
     checkpoints: list[Checkpoint] = field(default_factory=list)
 
 
-def recipe_for(task: str | None) -> MLMRecipe:
+def recipe_for(task: str | None, steps: int | None = None) -> MLMRecipe:
     """The default recipe of the MLM used on ``task``: its text left out when it is a source of the public corpus
     (a task whose text is not in the corpus, e.g. ``ptb``, or ``agnews``, an offline source that ``auto`` does not
-    include, shares the MLM trained on the whole corpus)."""
+    include, shares the MLM trained on the whole corpus). ``steps`` replaces the default step budget."""
     from bench.data.public_corpus import AUTO, source_of_task
 
     default = MLMRecipe()
     sources = AUTO if default.corpus == "auto" else (default.corpus,)
-    return MLMRecipe(exclude_task=task if source_of_task(task) in sources else "")
+    exclude = task if source_of_task(task) in sources else ""
+    return MLMRecipe(exclude_task=exclude, steps=default.steps if steps is None else steps)
+
+
+def offline_steps(name: str) -> int | None:
+    """The step budget that a name of the offline MLM asks for, or None when ``name`` is not one: ``minilm-mlm``
+    is the default recipe's; ``minilm-mlm@N`` is the same recipe trained for N steps (a weaker or stronger MLM, its
+    learning rate decaying over those N steps)."""
+    if name == NAME:
+        return MLMRecipe().steps
+    if not name.startswith(NAME + "@"):
+        return None
+    budget = name[len(NAME) + 1:]
+    require(budget.isdigit() and int(budget) >= 1,
+            f"'{name}': the offline MLM's step budget must be a whole number of steps, at least 1 (e.g. {NAME}@200).")
+    return int(budget)
 
 
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:

@@ -73,11 +73,16 @@ def test_ndd_keeps_candidates_of_lower_ndd_than_the_first_drawn(records):
 
 
 def test_every_ndd_record_that_ran_an_mlm_names_it_and_its_held_out_top1(records):
+    """The default offline MLM scores at least 0.25 held-out top-1; Table 6's weaker one (minilm-mlm@100) less."""
     cells = [r for r in ndd_cells(records)
              if r.spec["defense_args"]["select"] == "ndd" or r.spec["defense_args"]["mode"] == "generative"]
     assert cells
+    top1 = {}
     for record in cells:
-        assert record.notes["mlm"] == "minilm-mlm" and record.notes["mlm_top1"] >= 0.25, record.notes
+        assert record.notes["mlm"] == record.spec["defense_args"]["mlm"], record.notes
+        top1.setdefault(record.notes["mlm"], set()).add(record.notes["mlm_top1"])
+    assert min(top1.pop("minilm-mlm")) >= 0.25
+    assert set(top1) <= {"minilm-mlm@100"} and all(t < 0.25 for t in top1.get("minilm-mlm@100", ())), top1
 
 
 def test_rewritten_entities_are_rarely_read_back(records):
@@ -86,9 +91,10 @@ def test_rewritten_entities_are_rarely_read_back(records):
     for record in records:
         if record.spec["task"] == "conll2003" and record.spec["attack"] == "span-recovery" \
                 and record.spec["n_train"] == 500:
-            table[(record.spec["defense"], record.spec["defense_args"].get("mode"),
-                   record.spec["defense_args"].get("select"))] = record.metrics["privacy/span-recovery/recovered"]
-    assert table[("none", None, None)] > 0.95
+            args = record.spec["defense_args"]
+            table[(record.spec["defense"], args.get("mode"), args.get("select"), args.get("k"), args.get("mlm"))] = \
+                record.metrics["privacy/span-recovery/recovered"]
+    assert table[("none", None, None, None, None)] > 0.95
     rewritten = {key: value for key, value in table.items() if key[0] in ("ndd", "mask")}
     assert len(rewritten) >= 3, table
     for key, value in rewritten.items():
@@ -196,3 +202,18 @@ def test_squad_ndd_selection_keeps_the_reader_and_hides_the_entities(records):
     assert cell.notes["ndd_mlm_precision"] == "bf16" and cell.notes["ndd_masked_for_want_of_candidates"] == 0
     assert cell.notes["mlm"] == "minilm-mlm" and cell.notes["mlm_top1"] >= 0.25, cell.notes
     assert_ndd_chose_lower_and_hid(cell)
+
+
+def test_a_weaker_mlm_computing_ndd_changes_ner_little_and_still_hides(records):
+    """Table 6's PLM axis offline (grids/ndd_k_conll2003.yaml): NDD computed by minilm-mlm@100 (held-out top-1
+    0.156, against 0.305 at 800 steps) at k = 8. Labelled F1 0.571 against 0.564, within 0.02 as the paper's three
+    PLMs are within 0.7 points (the ordering, stronger above weaker, is reversed here by less than a seed
+    separates); NDD still keeps candidates below the first drawn and span-recovery stays below the guess."""
+    report = rep.reproduce(RESULTS, "li_ndd_table6", records)
+    verdicts = {c["id"]: c["verdict"] for c in report["claims"]}
+    assert verdicts["NDD T6 (ours, offline MLM axis): the MLM computing NDD changes labelled F1 little"] == "holds"
+    [weak] = ndd_cells(records, mode="substitutive", select="ndd", k=8, mlm="minilm-mlm@100")
+    [strong] = ndd_cells(records, mode="substitutive", select="ndd", k=8, mlm="minilm-mlm")
+    assert weak.notes["mlm"] == "minilm-mlm@100" and weak.notes["mlm_top1"] < strong.notes["mlm_top1"] - 0.1
+    assert weak.notes["ndd_scored_spans"] == strong.notes["ndd_scored_spans"]
+    assert_ndd_chose_lower_and_hid(weak)

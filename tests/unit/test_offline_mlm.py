@@ -140,6 +140,32 @@ def test_a_task_outside_the_corpus_shares_the_whole_corpus_mlm():
     assert recipe_for("ptb") == recipe_for(None) == MLMRecipe()  # no PTB text in the corpus: one MLM, one key
 
 
+def test_a_step_budget_in_the_name_trains_that_budget_and_a_bad_one_is_refused(tiny_bert, corpus, monkeypatch):
+    """``minilm-mlm@N`` loads the default recipe trained N steps (its own cache key), ``minilm-mlm`` the default's
+    800; a budget that is not a whole number of steps is refused before anything loads."""
+    from bench.core.errors import BenchError
+    from bench.models import offline_mlm
+    from bench.models.mlm import check_mlm_name, load_mlm
+
+    prepared, real_prepare = [], offline_mlm.prepare
+
+    def fake_prepare(recipe, *args, **kwargs):  # the tiny BERT stands in for minilm, with the budget asked for
+        prepared.append(recipe)
+        return real_prepare(offline_mlm.MLMRecipe(encoder=tiny_bert, steps=recipe.steps, batch_size=2,
+                                                         seq_len=16), progress=False)
+
+    monkeypatch.setattr(offline_mlm, "prepare", fake_prepare)
+    weak = load_mlm("minilm-mlm@2", task="conll2003")
+    assert weak.name == "minilm-mlm@2" and "2 steps" in weak.head
+    assert prepared[-1] == offline_mlm.recipe_for("conll2003", 2) != offline_mlm.recipe_for("conll2003")
+    assert offline_mlm.recipe_for("conll2003").steps == 800 and prepared[-1].exclude_task == "conll2003"
+    assert offline_mlm.offline_steps("minilm-mlm") == 800 and offline_mlm.offline_steps("bert-base-cased") is None
+    check_mlm_name("minilm-mlm@200")
+    for bad in ("minilm-mlm@", "minilm-mlm@0", "minilm-mlm@2.5", "minilm-mlm@-3"):
+        with pytest.raises(BenchError, match="whole number of steps"):
+            check_mlm_name(bad)
+
+
 def _watch_calls(monkeypatch, module, name: str, interrupt_at: int = 0, before=None) -> list:
     """Count the calls of ``module.name`` (the returned list grows by one per call); with ``interrupt_at`` the
     call of that number raises KeyboardInterrupt instead, as a killed process stops; ``before`` runs first."""
