@@ -369,6 +369,7 @@ def run_pretraining(defense: TokenDefense, context: CellContext, server) -> Cell
     from bench.core.seeding import numpy_generator
     from bench.models.encoders import Encoder, quiet_loading
     from bench.models.further_pretraining import pretrained_mlm
+    from bench.models.offline_mlm import offline_dir
     from bench.privacy.public import IdentityTokens
 
     spec, task, data = context.spec, context.task, context.data
@@ -388,11 +389,8 @@ def run_pretraining(defense: TokenDefense, context: CellContext, server) -> Cell
     budget = context.options.pretraining(seed=0)  # one checkpoint per release, whatever the run seed
     path, facts = pretrained_mlm(budget, texts)
     notes.update(facts)
-    base = budget.mlm  # the public MLM the hospital started from (an adversary's comparator)
-    if budget.mlm == "minilm-mlm":
-        from bench.models.offline_mlm import prepare, recipe_for
-
-        base = str(prepare(recipe_for(None), progress=False))  # the trained offline MLM's directory
+    offline = offline_dir(budget.mlm, progress=False)  # the public MLM the hospital started from (the comparator)
+    base = str(offline) if offline is not None else budget.mlm
     name = str(path) if path is not None else base
     with quiet_loading():
         encoder = Encoder(name, spec.device, spec.pooling, spec.max_length, cache=context.training.mode == "frozen")

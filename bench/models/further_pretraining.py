@@ -43,14 +43,10 @@ class PretrainingBudget:
 def pretraining_key(budget: PretrainingBudget, sentences: list[str]) -> str:
     """16 hex digits over the MLM (and its revision), the budget, the recipe and the exact sentences."""
     from bench.models.encoders import _locate
+    from bench.models.offline_mlm import offline_dir
 
-    base = budget.mlm
-    if base == "minilm-mlm":
-        from bench.models.offline_mlm import MLMRecipe, prepare
-
-        base = prepare(MLMRecipe(), progress=False).name  # the trained offline MLM's own cache key
-    else:
-        base = f"{base}@{_locate(base)[1]}"
+    offline = offline_dir(budget.mlm, progress=False)  # a trained offline MLM is named by its own cache key
+    base = offline.name if offline is not None else f"{budget.mlm}@{_locate(budget.mlm)[1]}"
     digest = hashlib.sha256()
     for sentence in sentences:
         digest.update(sentence.encode("utf-8") + b"\n")

@@ -76,11 +76,11 @@ def load_mlm(name: str = "minilm", device: str = "cpu", seed: int = 0, task: str
 
     from bench.core.seeding import derive_seed
     from bench.models.encoders import Encoder, _locate, quiet_loading
-    from bench.models.offline_mlm import offline_steps, prepare, recipe_for
+    from bench.models.offline_mlm import offline_dir
 
-    steps = offline_steps(name)
-    if steps is not None:  # the offline encoder's MLM with every layer trained here (cached; trained if missing)
-        trained = load_mlm(str(prepare(recipe_for(task, steps))), device, seed)
+    offline = offline_dir(name, task)  # the offline encoder's MLM with every layer trained here (trained if missing)
+    if offline is not None:
+        trained = load_mlm(str(offline), device, seed)
         trained.name = name
         return trained
     if name.startswith("mock") or name == "bilstm":
@@ -267,12 +267,12 @@ def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[s
     top-1 (read from a trained offline MLM's info, else measured on the held-out public text) and the digest of its
     weights (``mlm_identity``), which tells whether a rebuilt or downloaded MLM is the one the record used."""
     from bench.data.public_corpus import held_out
-    from bench.models.offline_mlm import info, offline_steps, prepare, recipe_for
+    from bench.models.offline_mlm import info, offline_dir
 
     mlm = shared_mlm(name, task, device)
-    steps = offline_steps(name)
-    if steps is not None:
-        top1 = info(prepare(recipe_for(task, steps)))["held_out_top1"]
+    offline = offline_dir(name, task)
+    if offline is not None:
+        top1 = info(offline)["held_out_top1"]
     else:
         texts, _, _ = held_out(task)
         top1 = round(masked_token_accuracy(mlm, texts), 4)

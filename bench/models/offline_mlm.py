@@ -115,6 +115,13 @@ def offline_steps(name: str) -> int | None:
     return int(budget)
 
 
+def offline_dir(name: str, task: str | None = None, progress: bool = True) -> Path | None:
+    """The directory of the offline MLM that ``name`` names (``minilm-mlm``, ``minilm-mlm@N``) for ``task``, trained
+    now if it is not cached; None when ``name`` is another MLM (a hub id, a saved directory)."""
+    steps = offline_steps(name)
+    return None if steps is None else prepare(recipe_for(task, steps), progress=progress)
+
+
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     """The cache key of a trained MLM (16 hex digits): encoder and revision, corpus, recipe, version."""
     from bench.models.encoders import _locate

@@ -151,8 +151,8 @@ def test_a_step_budget_in_the_name_trains_that_budget_and_a_bad_one_is_refused(t
 
     def fake_prepare(recipe, *args, **kwargs):  # the tiny BERT stands in for minilm, with the budget asked for
         prepared.append(recipe)
-        return real_prepare(offline_mlm.MLMRecipe(encoder=tiny_bert, steps=recipe.steps, batch_size=2,
-                                                         seq_len=16), progress=False)
+        return real_prepare(offline_mlm.MLMRecipe(encoder=tiny_bert, steps=recipe.steps, batch_size=2, seq_len=16),
+                            progress=False)
 
     monkeypatch.setattr(offline_mlm, "prepare", fake_prepare)
     weak = load_mlm("minilm-mlm@2", task="conll2003")
@@ -160,6 +160,10 @@ def test_a_step_budget_in_the_name_trains_that_budget_and_a_bad_one_is_refused(t
     assert prepared[-1] == offline_mlm.recipe_for("conll2003", 2) != offline_mlm.recipe_for("conll2003")
     assert offline_mlm.recipe_for("conll2003").steps == 800 and prepared[-1].exclude_task == "conll2003"
     assert offline_mlm.offline_steps("minilm-mlm") == 800 and offline_mlm.offline_steps("bert-base-cased") is None
+    from bench.models.further_pretraining import PretrainingBudget, pretraining_key
+
+    pretraining_key(PretrainingBudget(mlm="minilm-mlm@3"), SENTENCES)  # keyed by the trained MLM, not its name
+    assert prepared[-1] == offline_mlm.recipe_for(None, 3)  # the whole-corpus recipe, as pretraining loads it
     check_mlm_name("minilm-mlm@200")
     for bad in ("minilm-mlm@", "minilm-mlm@0", "minilm-mlm@2.5", "minilm-mlm@-3"):
         with pytest.raises(BenchError, match="whole number of steps"):
