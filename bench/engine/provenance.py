@@ -31,20 +31,20 @@ def git_sha() -> str:
 
 
 def versions(spec: RunSpec, encoder) -> dict[str, str]:
-    from bench.engine.runner import component_versions
-
     """Package, code and component versions for a record."""
+    from importlib.metadata import version
+
     import torch
-    import transformers
 
     import bench
+    from bench.engine.runner import component_versions
 
     task_version, defense_version, attack_version = component_versions(spec).split(" ")
     versions = {
         "bench": bench.__version__,
         "git_sha": git_sha(),
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        "transformers": version("transformers"),  # from its metadata: a cached run need not import it
         "task": task_version,
         "defense": defense_version,
         "encoder": f"{spec.encoder}@{encoder.revision}",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import re
@@ -130,39 +131,60 @@ def quiet_loading() -> Iterator[None]:
 
 
 class Encoder:
-    """A transformer encoder: token and sentence representations, and its input embedding table."""
+    """A transformer encoder: token and sentence representations, and its input embedding table.
+
+    The packaged default's weights load on first use: a run whose features are all cached (the main job's warm
+    run) reads its revision and width from the package and never imports transformers for it. A hub id loads at
+    construction, since its revision comes from the loaded configuration.
+    """
 
     def __init__(
         self, name: str, device: str = "cpu", pooling: str = "mean", max_length: int = 128, cache: bool = True
     ):
         if pooling not in POOLINGS:
             raise BenchError(f"pooling must be one of {', '.join(POOLINGS)}, got '{pooling}'.")
-        from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # our own bars report the long steps
         self.name = name
         self.cache = cache  # False for a private copy whose weights change (fine-tuning)
         self.device = device
         self.pooling = pooling
         self.max_length = max_length
-        path, self.revision = _locate(name)
+        self._path, self.revision = _locate(name)
+        if self.revision is None:  # a hub id or a saved directory: its revision is the loaded configuration's
+            self.revision = getattr(self.model.config, "_commit_hash", None) or "unknown"
+            self.dim = int(self.model.config.hidden_size)
+        else:
+            self.dim = int(json.loads((Path(self._path) / "config.json").read_text())["hidden_size"])
+        self._cache = FeatureCache()
+        self._known: dict[str, dict] = {}  # settings -> {text or pair of texts: feature row}, this process only
+
+    @functools.cached_property
+    def _weights(self):
+        """(tokenizer, model), loaded once."""
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own bars report the long steps
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = AutoModel.from_pretrained(path).to(device).eval()
+            tokenizer = AutoTokenizer.from_pretrained(self._path)
+            return tokenizer, AutoModel.from_pretrained(self._path).to(self.device).eval()
         except OSError as exc:
             from bench.core.hub import unreachable_note
 
             why = unreachable_note() or exc.__class__.__name__
             raise BenchError(
-                f"encoder '{name}' could not be loaded ({why}); use the offline "
+                f"encoder '{self.name}' could not be loaded ({why}); use the offline "
                 f"default '{DEFAULT_ENCODER}' or run where the Hugging Face hub is reachable."
             ) from exc
-        if self.revision is None:
-            self.revision = getattr(self.model.config, "_commit_hash", None) or "unknown"
-        self.dim = int(self.model.config.hidden_size)
-        self._cache = FeatureCache()
-        self._known: dict[str, dict] = {}  # settings -> {text or pair of texts: feature row}, this process only
+
+    @functools.cached_property
+    def tokenizer(self):
+        """The encoder's tokenizer (loaded on first use)."""
+        return self._weights[0]
+
+    @functools.cached_property
+    def model(self):
+        """The transformer body (loaded on first use; a caller may replace it, as the adapted MLM does)."""
+        return self._weights[1]
 
     def settings(self) -> dict:
         """What determines the features besides the texts (the cache key's first part)."""

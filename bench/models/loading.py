@@ -7,6 +7,7 @@ adapter import in one direction only.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from bench.core.errors import BenchError
 from bench.models.encoders import DEFAULT_ENCODER, Encoder, MockEncoder, _locate, mock_dimension
@@ -38,7 +39,9 @@ def model_problem(name: str) -> str | None:
     """Why encoder ``name`` cannot load (a short reason), or None when its configuration resolves."""
     if mock_dimension(name) is not None or name == "bilstm":
         return None
-    path, _ = _locate(name)
+    path, revision = _locate(name)
+    if revision is not None:  # the packaged default: its configuration is a file in the package
+        return None if (Path(path) / "config.json").is_file() else "its config.json is missing from the package"
     from transformers import AutoConfig
 
     try:

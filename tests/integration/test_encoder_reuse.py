@@ -38,3 +38,24 @@ def test_token_arrays_and_uncached_calls_are_always_encoded(encoder):
     model.encode(["a quiet film"], use_cache=False)
     model.encode(["a quiet film"], use_cache=False)
     assert len(seen) == 3
+
+
+def test_a_run_whose_features_are_cached_never_loads_the_weights(tmp_path):
+    """The packaged encoder's width and revision come from its package; transformers loads only to encode."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from bench.models.encoders import Encoder\n"
+        "from bench.models.loading import check_encoder\n"
+        "check_encoder('minilm')\n"
+        "model = Encoder('minilm')\n"
+        "rows = model.encode(['a quiet film', ('is it', 'yes it is')])\n"
+        "print(model.dim, rows.shape, '_weights' in vars(model), 'transformers' in sys.modules)\n"
+    )
+    env = {**os.environ, "BENCH_CACHE_DIR": str(tmp_path / "cache")}
+    run = lambda: subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert run().stdout.split() == ["384", "(2,", "384)", "True", "True"]  # cold: the model encodes
+    assert run().stdout.split() == ["384", "(2,", "384)", "False", "False"]  # warm: the cache answers
