@@ -474,12 +474,12 @@ def _timing_dict(report: PerfReport, timing: Timing) -> dict[str, Any]:
 
 
 def write_json(report: PerfReport, path: Path) -> None:
-    """Write ``report_dict(report)`` to ``path`` (parents created)."""
+    """Write ``report_dict(report)`` to ``path`` (parents created; atomically)."""
     import json
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report_dict(report), indent=2) + "\n", encoding="utf-8")
+    from bench.core.files import write_text_atomic
+
+    write_text_atomic(path, json.dumps(report_dict(report), indent=2) + "\n")
 
 
 def perf_table(report: PerfReport):

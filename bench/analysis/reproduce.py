@@ -130,11 +130,18 @@ def tables(root: Path) -> list[str]:
 
 
 def load_reference(root: Path, table: str) -> dict[str, Any]:
+    """The paper's values of ``table``; a BenchError (one sentence) for an unknown or unreadable table."""
     path = reference_dir(root) / f"{table}.json"
     if not path.is_file():
         known = ", ".join(tables(root)) or "none"
         raise BenchError(f"no reference table '{table}' in {reference_dir(root)} (known: {known}).")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        reference = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BenchError(f"reference table {path} is not valid JSON ({exc}).") from None
+    if not isinstance(reference, dict):
+        raise BenchError(f"reference table {path} must hold a JSON object, not {type(reference).__name__}.")
+    return reference
 
 
 def load_mapping(root: Path, table: str) -> dict[str, Any]:

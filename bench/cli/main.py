@@ -113,6 +113,10 @@ def run(
         raise BenchError("--executor, --address, --cell-timeout and --dry-run apply to grids; use them with --grid.")
     if executor != "ray" and (address or cell_timeout is not None):
         raise BenchError("--address and --cell-timeout apply to the Ray executor; add --executor ray.")
+    if retries < 0:
+        raise BenchError(f"--retries must be at least 0, got {retries}.")
+    if cell_timeout is not None and not cell_timeout > 0:  # also refuses nan
+        raise BenchError(f"--cell-timeout must be a positive number of seconds, got {cell_timeout}.")
     if executor == "ray" and shard:
         raise BenchError("--shard splits a grid between local processes; the Ray executor schedules every cell "
                          "itself, so drop --shard.")
@@ -363,11 +367,13 @@ def _summary_table(board) -> Table:
 @app.command()
 @user_errors
 def dashboard(
-    port: int = typer.Option(8501, help="Port on 127.0.0.1."),
+    port: int = typer.Option(8501, help="Port on 127.0.0.1 (1-65535)."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Start the Streamlit leaderboard on 127.0.0.1: your runs (--results-dir, $BENCH_RESULTS_DIR or ./bench-results)
     and the published results/ of this checkout, switched in its sidebar."""
+    if not 1 <= port <= 65535:
+        raise BenchError(f"--port must be between 1 and 65535, got {port}.")
     app_path = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
     env = dict(os.environ)
     if results_dir is not None:
@@ -436,8 +442,11 @@ def perf(
 ) -> None:
     """Time each mechanism (tokens/s) against the float32 matrix-product ceiling of exact search."""
     from bench.analysis.perf import perf_table, run_perf, write_json
+    from bench.core.files import output_file
 
     _load_plugins(plugin)
+    if json_path is not None:
+        output_file(json_path, "--json")  # before the timing, which a bad path would otherwise lose
     if ndd:
         _perf_ndd(encoder, ndd_sentences, ndd_loop_sentences, candidates, ndd_mu, seed, json_path, ndd_bf16)
         return
@@ -456,12 +465,13 @@ def _perf_ndd(encoder, sentences, loop_sentences, candidates, mu, seed, json_pat
     import json
 
     from bench.analysis.ndd_perf import ndd_table, run_ndd_perf
+    from bench.core.files import write_text_atomic
 
     row = run_ndd_perf(encoder, sentences, loop_sentences, candidates, mu=mu, seed=seed, selection_bf16=bf16,
                        progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(ndd_table(row))
     if json_path is not None:
-        json_path.write_text(json.dumps(row, indent=2, default=str), encoding="utf-8")
+        write_text_atomic(json_path, json.dumps(row, indent=2, default=str))
         out.print(f"wrote {json_path}", highlight=False)
 
 
@@ -470,13 +480,14 @@ def _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size
 
     from bench.analysis.adaptation_perf import adaptation_table, run_adaptation_perf
     from bench.analysis.perf import machine_info
+    from bench.core.files import write_text_atomic
 
     rows = run_adaptation_perf(defense, objective, defense_args, steps, batch_size, encoder, seed, warmup,
                                progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(adaptation_table(rows))
     if json_path is not None:
-        json_path.write_text(json.dumps({"machine": machine_info(), "encoder": encoder, "rows": rows}, indent=2,
-                                        default=str), encoding="utf-8")
+        write_text_atomic(json_path, json.dumps({"machine": machine_info(), "encoder": encoder, "rows": rows},
+                                                indent=2, default=str))
         out.print(f"wrote {json_path}", highlight=False)
 
 
@@ -577,10 +588,13 @@ def report(
 ) -> None:
     """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), e.g.
     bench report --out docs/results.md."""
+    from bench.core.files import output_file, read_utf8, write_text_atomic
     from bench.results.leaderboard import aggregate, seed_frame
     from bench.results.views import report as render
     from bench.results.views import splice
 
+    if out_path is not None:
+        output_file(out_path, "--out")
     store, records = _published_records(results_dir)
     if not records:
         raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
@@ -589,11 +603,8 @@ def report(
     if out_path is None:
         print(text, end="")
         return
-    from bench.core.files import atomic_writer
-
-    document = out_path.read_text(encoding="utf-8") if out_path.is_file() else ""
-    with atomic_writer(out_path) as handle:
-        handle.write(splice(document, text))
+    document = read_utf8(out_path) if out_path.is_file() else ""
+    write_text_atomic(out_path, splice(document, text))
     out.print(f"wrote {len(records)} records' tables to {plain(out_path)}", highlight=False)
 
 
@@ -785,8 +796,11 @@ def mlm_prepare(
     """Train (or find cached) the offline MLM; print its directory and held-out top-1."""
     from dataclasses import replace
 
+    from bench.core.registry import TASKS
     from bench.models.offline_mlm import CURVE_MINUTES, info, prepare, recipe_for, write_curve
 
+    if task:
+        TASKS.get(task)  # an unknown name is refused with the close ones, before any training
     recipe = replace(recipe_for(task), budget_minutes=budget_minutes, steps=steps, lr=lr, batch_size=batch_size,
                      train_embeddings=not freeze_embeddings)
     path = prepare(recipe, checkpoints=CURVE_MINUTES if curve else ())

@@ -34,6 +34,29 @@ def atomic_writer(path: Path | str, mode: str = "w") -> Iterator[IO]:
         raise
 
 
+def output_file(path: Path | str, what: str) -> Path:
+    """``path`` checked as a file this process can write (its folder created), before any work is spent on what
+    goes into it; a folder, or a folder that cannot be made or written, raises ``BenchError`` (one sentence)."""
+    from bench.core.errors import BenchError
+
+    path = Path(path)
+    if path.is_dir():
+        raise BenchError(f"{what} {path} is a folder; give a file name.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BenchError(f"cannot write {what} {path}: its folder cannot be made ({exc.strerror}).") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise BenchError(f"cannot write {what} {path}: permission denied.")
+    return path
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write ``text`` to ``path`` through ``atomic_writer``."""
+    with atomic_writer(path) as handle:
+        handle.write(text)
+
+
 def read_utf8(path: Path | str, encoding: str = "utf-8") -> str:
     """The text of a data or configuration file; bytes that are not UTF-8 raise ``BenchError`` naming the
     file and the line (one sentence, never a traceback)."""

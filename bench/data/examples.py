@@ -13,8 +13,8 @@ import numpy as np
 
 
 def data_dir() -> Path:
-    """The offline data directory: ``$BENCH_DATA_DIR``, else ``~/.cache/bench/data``."""
-    return Path(os.environ.get("BENCH_DATA_DIR", Path.home() / ".cache" / "bench" / "data")).expanduser()
+    """The offline data directory: ``$BENCH_DATA_DIR`` when set and not empty, else ``~/.cache/bench/data``."""
+    return Path(os.environ.get("BENCH_DATA_DIR") or Path.home() / ".cache" / "bench" / "data").expanduser()
 
 
 Text = str | tuple[str, str]  # one sentence, or a sentence pair (GLUE's MRPC, STS-B, QQP, QNLI, RTE, MNLI)

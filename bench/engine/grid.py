@@ -11,7 +11,7 @@ Example::
       - {name: ndd, args: {k: 8}, seeds: [0]}                # only these of the grid's seeds (a costly cell)
     attacks: [rss]
     seeds: [0, 1, 2]
-    settings: {n_train: 8000, mode: frozen}   # any make_spec keyword, applied to every cell
+    settings: {n_train: 8000, mode: frozen}   # GRID_SETTINGS (make_spec keywords), applied to every cell
     resources: {num_cpus: 1, num_gpus: 0, memory_gb: 4}   # what one cell needs (the Ray executor schedules by it)
 """
 
@@ -30,6 +30,9 @@ from bench.engine.runner import component_versions, make_spec, run_cell
 from bench.results.store import ResultStore
 
 GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings", "resources"}
+# make_spec's keywords a grid sets for every cell under settings: (the rest come from the grid's own keys)
+GRID_SETTINGS = (
+    "mode", "training_args", "attack_args", "n_train", "n_eval", "pooling", "max_length", "device", "precision")
 DEFENSE_KEYS = {"name", "args", "server", "tasks", "seeds"}  # a defense entry; tasks / seeds: a subset of the grid's
 RESOURCE_KEYS = {"num_cpus": 1.0, "num_gpus": 0.0, "memory_gb": 0.0}  # per cell; memory 0: not declared
 
@@ -74,6 +77,8 @@ def _read_grid(path: Path) -> dict:
     """The grid file's mapping, or one sentence on why it is not one."""
     import yaml
 
+    if path.is_dir():
+        raise BenchError(f"grid file {path} is a folder; name a .yaml file in it.")
     if not path.is_file():
         raise BenchError(f"grid file {path} does not exist.")
     try:
@@ -131,6 +136,11 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
     settings = dict(settings)
     if "device_here" in settings:
         raise BenchError(f"grid file {path} sets 'device_here', which is not a setting; choose the executor instead.")
+    unknown = sorted(str(k) for k in settings if k not in GRID_SETTINGS)
+    if unknown:
+        raise BenchError(f"grid file {path} has unknown setting '{unknown[0]}'; settings are "
+                         f"{', '.join(GRID_SETTINGS)} (tasks, encoders, defenses, attacks, servers and seeds are "
+                         "grid keys of their own).")
     if device not in (None, "auto"):
         settings["device"] = device
     if precision is not None:

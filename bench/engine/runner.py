@@ -92,6 +92,12 @@ def make_spec(
     from bench.models.encoders import POOLINGS, check_precision, resolve_device
     from bench.models.training import TrainingConfig, training_defaults
 
+    for name, value in (("n_train", n_train), ("n_eval", n_eval), ("max_length", max_length), ("seed", seed)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise BenchError(f"{name} must be a whole number, got {value!r}.")
+    for name, value in (("mode", mode), ("pooling", pooling), ("device", device), ("precision", precision)):
+        if not isinstance(value, str):
+            raise BenchError(f"{name} must be a name, got {value!r}.")
     task_cls = TASKS.get(task)
     defense_cls = DEFENSES.get(defense)
     defense_obj = build_component(defense_cls, defense_args)

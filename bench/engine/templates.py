@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.core.errors import BenchError
-from bench.core.registry import NAME
+from bench.core.registry import ATTACKS, DEFENSES, NAME, TASKS
 
 FOLDERS = {"defense": "defenses", "attack": "attacks", "task": "tasks"}
 
@@ -168,6 +168,9 @@ def write_template(kind: str, name: str, folder: Path | None = None) -> Path:
     if not NAME.match(name):
         raise BenchError(f"{kind} name '{name}' must be lower-case letters and digits joined by '-' or '_' "
                          "(as in santext-plus).")
+    registry = {"defense": DEFENSES, "attack": ATTACKS, "task": TASKS}[kind]
+    if name in registry.names():
+        raise BenchError(f"a {kind} named '{name}' is registered already; choose another name.")
     stem = name.replace("-", "_")
     folder = Path(FOLDERS[kind]) if folder is None else Path(folder)
     path = folder / f"{stem}.py"

@@ -14,8 +14,8 @@ import numpy as np
 
 
 def cache_root() -> Path:
-    """``$BENCH_CACHE_DIR``, else ``~/.cache/bench``."""
-    return Path(os.environ.get("BENCH_CACHE_DIR", Path.home() / ".cache" / "bench")).expanduser()
+    """``$BENCH_CACHE_DIR`` when set and not empty, else ``~/.cache/bench``."""
+    return Path(os.environ.get("BENCH_CACHE_DIR") or Path.home() / ".cache" / "bench").expanduser()
 
 
 def identity_key(identity: Any) -> str:

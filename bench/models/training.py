@@ -27,6 +27,7 @@ MODE_DEFAULTS = {
     "finetune": {"epochs": 20, "lr": 1e-5, "batch_size": 32},
 }
 # An untrained BiLSTM needs a transformer's-pretraining-free learning rate (offline choice, not the paper's).
+MAX_LR = 1e30  # Adam's first step is lr / (1 - beta1) = 10 lr, which must stay below float32's 3.4e38
 ENCODER_DEFAULTS = {"bilstm": {"finetune": {"epochs": 10, "lr": 1e-3, "batch_size": 32}}}
 
 
@@ -45,7 +46,8 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         require(self.mode in MODE_DEFAULTS, f"mode must be frozen or finetune, got '{self.mode}'.")
         require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}.")
-        require(self.lr > 0, f"lr must be positive, got {self.lr}.")
+        require(0 < self.lr <= MAX_LR, f"lr must be positive and at most {MAX_LR:g} (larger overflows the "
+                f"optimizer's float32 steps), got {self.lr}.")
         require(self.batch_size >= 2, f"batch_size must be at least 2, got {self.batch_size}.")
         require(self.head_layers >= 0, f"head_layers must be >= 0, got {self.head_layers}.")
         require(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}.")

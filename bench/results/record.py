@@ -8,6 +8,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bench.results.migrations import SCHEMA_VERSION, migrate
 
+# the types of RunSpec's fields as a record stores them (attack is None for a utility-only cell)
+SPEC_FIELD_TYPES = {
+    **dict.fromkeys(("defense_args", "attack_args", "training", "server"), (dict,)),
+    **dict.fromkeys(("n_train", "n_eval", "max_length", "seed"), (int,)),
+    **dict.fromkeys(("pooling", "device", "precision"), (str,)),
+    "attack": (str, type(None)),
+}
+
+
+def _is_of(value: Any, kinds: tuple) -> bool:
+    """Whether ``value`` is one of ``kinds`` (a bool is not an int here)."""
+    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+
 
 class ResultRecord(BaseModel):
     """Everything needed to trust, compare and re-run one cell."""
@@ -57,6 +70,9 @@ class ResultRecord(BaseModel):
         missing = [k for k in ("task", "defense", "encoder") if not isinstance(value.get(k), str)]
         if missing:
             raise ValueError(f"spec lacks {', '.join(missing)}")
+        wrong = [k for k, kinds in SPEC_FIELD_TYPES.items() if k in value and not _is_of(value[k], kinds)]
+        if wrong:  # readers take these fields as they are typed (a mapping's items, an integer's value)
+            raise ValueError(f"spec field {', '.join(wrong)} has the wrong type")
         return value
 
     def component_versions(self) -> str:

@@ -158,7 +158,7 @@ class ResultStore:
 
     def files(self) -> list[Path]:
         """Every records file, sorted."""
-        return sorted(self.records_dir.glob("*.jsonl")) if self.records_dir.is_dir() else []
+        return sorted(p for p in self.records_dir.glob("*.jsonl") if p.is_file()) if self.records_dir.is_dir() else []
 
     def scan(self) -> Iterator[ResultRecord | CorruptLine]:
         """Every record in every file, and a ``CorruptLine`` for each line that is not one."""

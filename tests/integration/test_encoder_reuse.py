@@ -56,6 +56,9 @@ def test_a_run_whose_features_are_cached_never_loads_the_weights(tmp_path):
         "print(model.dim, rows.shape, '_weights' in vars(model), 'transformers' in sys.modules)\n"
     )
     env = {**os.environ, "BENCH_CACHE_DIR": str(tmp_path / "cache")}
-    run = lambda: subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+
+    def run():
+        return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+
     assert run().stdout.split() == ["384", "(2,", "384)", "True", "True"]  # cold: the model encodes
     assert run().stdout.split() == ["384", "(2,", "384)", "False", "False"]  # warm: the cache answers

@@ -147,3 +147,16 @@ def test_unwritable_cache_gives_adaptation_a_scratch_folder(tmp_path, monkeypatc
     cache.FeatureCache(blocker).put("enc", "a", np.ones(2, dtype=np.float32))
     assert len([line for line in capsys.readouterr().err.splitlines() if "warning" in line]) == 1
     assert cache.scratch_instead(tmp_path / "fine") == tmp_path / "fine"
+
+
+def test_empty_folder_variables_mean_the_defaults(monkeypatch, tmp_path):
+    """BENCH_DATA_DIR= and BENCH_CACHE_DIR= (set but empty, as a shell leaves them) are the defaults, not the
+    current folder (a run read the working directory as its data folder before)."""
+    from bench.data.examples import data_dir
+    from bench.models.cache import cache_root
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("BENCH_DATA_DIR", "")
+    monkeypatch.setenv("BENCH_CACHE_DIR", "")
+    assert data_dir() == tmp_path / ".cache" / "bench" / "data"
+    assert cache_root() == tmp_path / ".cache" / "bench"

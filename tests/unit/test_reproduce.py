@@ -445,3 +445,11 @@ def test_texthide_t6_offline_the_two_public_corpora_agree_and_mnli_waits_for_a_h
     claims = {claim["id"]: claim for claim in report["claims"]}
     assert claims["TextHide T6 (offline corpora): QNLI and QQP as public corpus agree"]["verdict"] == "holds"
     assert claims["TextHide T6: the public corpus hardly matters"]["verdict"] == "no records"
+
+
+@pytest.mark.parametrize("text", ['{"source": {"paper": "A', "[1, 2]"])
+def test_an_unreadable_reference_table_is_one_sentence(tmp_path, text):
+    toy_results(tmp_path)
+    (tmp_path / "reference" / "toy.json").write_text(text)
+    result = runner.invoke(app, ["reproduce", "toy", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "reference table" in result.output and "Traceback" not in result.output

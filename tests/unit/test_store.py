@@ -77,6 +77,29 @@ def test_valid_json_with_missing_fields_is_corrupt(tmp_path):
     assert records == [] and len(problems) == 1
 
 
+@pytest.mark.parametrize("field, value", [("defense_args", "m=4"), ("training", None), ("server", []),
+                                          ("n_train", 32.5), ("n_train", float("inf")), ("seed", True)])
+def test_a_spec_field_of_the_wrong_type_is_a_corrupt_line_and_the_rest_still_read(tmp_path, field, value):
+    """Readers take spec fields as typed (format_args iterates defense_args): one mistyped line is skipped and
+    reported, not a traceback for every record (summarize and report failed on such a line before)."""
+    store = ResultStore(tmp_path)
+    store.append(make_record(0))
+    bad = json.loads(make_record(1).model_dump_json())
+    bad["spec"][field] = value
+    with store.path_for("texthide").open("a") as handle:
+        handle.write(json.dumps(bad) + "\n")
+    records, problems = store.read()
+    assert [r.seed for r in records] == [0] and len(problems) == 1 and field in problems[0].reason
+
+
+def test_a_folder_named_like_a_records_file_is_not_read(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(make_record(0))
+    (store.records_dir / "odd.jsonl").mkdir()
+    records, problems = store.read()
+    assert len(records) == 1 and problems == []
+
+
 def _append_many(root, start):
     store = ResultStore(root)
     for seed in range(start, start + 25):
