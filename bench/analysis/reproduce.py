@@ -279,9 +279,11 @@ def matches(record: ResultRecord, select: dict[str, Any], ignore_arg: str | None
 
 
 def _latest_per_seed(records: Iterable[ResultRecord]) -> dict[str, dict[int, ResultRecord]]:
-    """config_hash -> seed -> the newest record of that cell."""
+    """config_hash -> seed -> the newest record of that cell (of the configuration's newest component versions)."""
+    from bench.results.record import current
+
     groups: dict[str, dict[int, ResultRecord]] = {}
-    for record in records:
+    for record in current(list(records)):
         seeds = groups.setdefault(record.config_hash, {})
         if record.seed not in seeds or record.created_at > seeds[record.seed].created_at:
             seeds[record.seed] = record
@@ -310,6 +312,10 @@ def summarize_cell(records: list[ResultRecord], metric: str, chance_metric: str 
     if not finite:
         return Cell(n=0, seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))),
                     note="metric is NaN in every seed")
+    if len(finite) < len(values):  # as the leaderboard: a failed seed is never averaged away, so no verdict is drawn
+        failed = [str(s) for s, v in values if v is None or not math.isfinite(v)]
+        return Cell(n=len(values), seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))),
+                    note=f"metric is NaN in seed(s) {', '.join(failed)} of {len(values)}")
     return Cell(mean=mean(finite), std=stdev(finite) if len(finite) > 1 else None, n=len(finite),
                 seeds=[s for s, _ in values], setting=_setting(next(iter(seeds.values()))), note=note,
                 by_seed={s: v for s, v in values if v is not None and math.isfinite(v)},
@@ -610,6 +616,7 @@ def reproduce(root: Path, table: str, records: list[ResultRecord]) -> dict[str, 
             scale = float(row["ours_scale"])
             cell.mean, cell.std = cell.mean / scale, None if cell.std is None else cell.std / scale
             cell.by_seed = {seed: v / scale for seed, v in cell.by_seed.items()}
+            cell.chance = None if cell.chance is None else cell.chance / scale
         if row.get("note"):
             cell.note = "; ".join(filter(None, [row["note"], cell.note]))
         ours[row["id"]], paper[row["id"]], by_seed[row["id"]] = cell.mean, value, cell.by_seed

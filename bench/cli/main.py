@@ -340,27 +340,34 @@ def backfill(results_dir: Optional[Path] = ResultsOption) -> None:
 
 
 def _summary_table(board) -> Table:
-    """One row per configuration (mean ± std over seeds), then the random guess of each attack."""
+    """One row per configuration (mean ± std over seeds), then the random guess of each attack, per encoder,
+    evaluation size and attack setting."""
     table = Table(title="means ± std over seeds", title_justify="left")
     metrics = sorted({m for m in board["metric"] if m.startswith("utility/")})
     metrics += sorted({m for m in board["metric"] if m.startswith("privacy/")})
     for column in ["task", "defense", "attack", "seeds", *(m.rsplit("/", 1)[-1] for m in metrics)]:
         table.add_column(column, no_wrap=True)
     for (task, attack), group in board.groupby(["task", "attack"], sort=True):
-        for _, config in group.groupby("config_hash", sort=False):
-            values = config.set_index("metric")
-            first = config.iloc[0]
-            name = f"{first['defense']}({first['defense_args']})" if first["defense_args"] else first["defense"]
-            cells = [
-                f"{values.at[m, 'mean']:.3f}±{values.at[m, 'std']:.3f}" if m in values.index else ""
-                for m in metrics
-            ]
-            table.add_row(task, name, attack or "-", str(int(config["n"].max())), *cells)
-        random = group[group["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
-        if not random.empty:
-            keys = ["random/" + m.split("/", 1)[1] for m in metrics]
-            cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
-            table.add_row(task, "random guess", attack, "", *cells, style="dim")
+        # a random guess is pooled only over configurations scored on the same data with the same attack and encoder
+        settings = group.groupby(["encoder", "n_eval", "attack_args"], sort=True, dropna=False)
+        for (encoder, n_eval, attack_args), setting in settings:
+            for _, config in setting.groupby("config_hash", sort=False):
+                values = config.set_index("metric")
+                first = config.iloc[0]
+                name = f"{first['defense']}({first['defense_args']})" if first["defense_args"] else first["defense"]
+                cells = [
+                    f"{values.at[m, 'mean']:.3f}±{values.at[m, 'std']:.3f}" if m in values.index else ""
+                    for m in metrics
+                ]
+                table.add_row(task, name, attack or "-", str(int(config["n"].max())), *cells)
+            random = setting[setting["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
+            if not random.empty:
+                keys = ["random/" + m.split("/", 1)[1] for m in metrics]
+                cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
+                differ = [f"{what}{value}" for what, value, column in (("", encoder, "encoder"), ("n_eval ", n_eval,
+                          "n_eval"), ("", attack_args, "attack_args")) if group[column].nunique(dropna=False) > 1]
+                label = f"random guess ({', '.join(differ)})" if differ else "random guess"
+                table.add_row(task, label, attack, "", *cells, style="dim")
     return table
 
 

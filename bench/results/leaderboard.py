@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.results.record import ResultRecord
+from bench.results.record import ResultRecord, current
 from bench.results.store import CorruptLine, ResultStore
 
 COLUMNS = [
@@ -34,11 +34,11 @@ def server_changes(server: dict) -> dict:
 def seed_frame(records: list[ResultRecord]):
     """One row per (record, metric): the configuration's labels, ``seed``, ``value``, ``higher_is_better`` and
     ``order`` (the metric's place in its record: a task lists its headline metric first). A cell re-run with the
-    same seed counts once (the newest record wins)."""
+    same seed counts once (the newest record wins), and only a configuration's newest component versions count."""
     import pandas as pd
 
     rows = []
-    for record in records:
+    for record in current(records):
         spec = record.spec
         base = {
             "task": spec["task"],

@@ -79,7 +79,29 @@ class ResultRecord(BaseModel):
         """``task@v defense@v attack@v`` as recorded (a changed component invalidates old cells)."""
         return " ".join(self.versions.get(k, "") for k in ("task", "defense", "attack"))
 
+    def version_numbers(self) -> tuple[int, ...]:
+        """The task's, defense's and attack's version numbers, for ordering (0 where none is recorded)."""
+        numbers = []
+        for key in ("task", "defense", "attack"):
+            number = self.versions.get(key, "").rpartition("@")[2]
+            numbers.append(int(number) if number.isdigit() else 0)
+        return tuple(numbers)
+
     @property
     def defense(self) -> str:
         """The defense's registry name."""
         return self.spec["defense"]
+
+
+def current(records: list[ResultRecord]) -> list[ResultRecord]:
+    """The records of each configuration's newest component versions, in their order.
+
+    A changed task, defense or attack invalidates the cells recorded before it (a grid re-runs them), so an older
+    version's seeds must never join the newer version's mean, nor its metrics outlive it.
+    """
+    newest: dict[str, tuple[int, ...]] = {}
+    for record in records:
+        numbers = record.version_numbers()
+        if numbers > newest.get(record.config_hash, ()):
+            newest[record.config_hash] = numbers
+    return [r for r in records if r.version_numbers() == newest[r.config_hash]]

@@ -453,3 +453,27 @@ def test_an_unreadable_reference_table_is_one_sentence(tmp_path, text):
     (tmp_path / "reference" / "toy.json").write_text(text)
     result = runner.invoke(app, ["reproduce", "toy", "--results-dir", str(tmp_path)])
     assert result.exit_code == 2 and "reference table" in result.output and "Traceback" not in result.output
+
+
+def test_a_nan_seed_leaves_the_row_without_a_value_as_the_leaderboard_does():
+    records = [make_record(s, metrics={"utility/accuracy": v}) for s, v in enumerate([0.8, float("nan"), 0.7])]
+    cell = rep.summarize_cell(records, "utility/accuracy")
+    assert cell.mean is None and cell.n == 3 and "NaN in seed(s) 1 of 3" in cell.note
+
+
+def test_ours_scale_rescales_the_chance_level_with_our_values(tmp_path):
+    """A row in the paper's unit (x 100) compares our mean with the chance level in that unit too (the chance stayed
+    in the record's unit, so a claim on the row could come out 'not applicable')."""
+    toy_results(tmp_path)
+    mapping = {"title": "Scaled", "defaults": {"encoder": "mock", "training.mode": "frozen"},
+               "rows": [{"id": "base", "metric": "privacy/rss/identity", "ours_scale": 100,
+                         "select": {"task": "sst2", "defense": "texthide", "defense_args": {"m": 256, "k": 4}}}]}
+    (tmp_path / "reference" / "scaled.json").write_text(json.dumps({"source": {"paper": "x", "table": "1"},
+                                                                    "values": {}}))
+    (tmp_path / "reproduction" / "scaled.yaml").write_text(yaml.safe_dump(mapping))
+    ResultStore(tmp_path).append(make_record(0, config_hash="scaled", metrics={
+        "privacy/rss/identity": 50.0, "random/rss/identity": 10.0}))
+    records, _ = ResultStore(tmp_path).read()
+    table = rep.reproduce(tmp_path, "scaled", [r for r in records if r.config_hash == "scaled"])
+    ours = table["rows"][0]["ours"]
+    assert ours["mean"] == 0.5 and ours["chance"] == 0.1

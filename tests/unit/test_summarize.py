@@ -47,3 +47,43 @@ def test_summarizing_the_committed_records_reproduces_the_committed_leaderboard(
     path, rows, problems = summarize(ResultStore(tmp_path))
     assert not problems and rows > 0
     assert path.read_bytes() == (results / "leaderboard.csv").read_bytes()
+
+
+def _versioned(seed, attack_version, metrics):
+    return make_record(seed, versions={"bench": "0.1.0", "task": "sst2@1", "defense": "texthide@1",
+                                       "attack": f"rss@{attack_version}"}, metrics=metrics)
+
+
+def test_only_a_configurations_newest_component_versions_count(tmp_path):
+    """A version bump re-run on seeds 0-2 replaces seeds 0-4 of the old version: the old seeds 3-4 neither join the
+    mean nor keep a metric the new version dropped (they gave mean 0.645 over n = 5 before)."""
+    from bench.analysis.reproduce import summarize_cell
+    from bench.results.leaderboard import leaderboard_frame
+
+    old = [_versioned(s, 1, {"privacy/rss/identity": 0.27, "privacy/rss/tfidf": 0.3}) for s in range(5)]
+    new = [_versioned(s, 2, {"privacy/rss/identity": 0.9}) for s in range(3)]
+    for records in (old + new, new + old):  # file order does not decide
+        board = leaderboard_frame(records).set_index("metric")
+        assert board.at["privacy/rss/identity", "mean"] == 0.9 and board.at["privacy/rss/identity", "n"] == 3
+        assert "privacy/rss/tfidf" not in board.index
+        cell = summarize_cell(records, "privacy/rss/identity")
+        assert (cell.mean, cell.n) == (0.9, 3)
+
+
+def test_the_summary_pools_a_random_guess_only_within_one_encoder(tmp_path):
+    from rich.console import Console
+
+    from bench.cli.main import _summary_table
+    from bench.results.leaderboard import leaderboard_frame
+
+    records = []
+    for encoder, guess in (("minilm", 0.1), ("mock-4", 0.3)):
+        spec = {**make_record().spec, "encoder": encoder}
+        records += [make_record(0, config_hash=encoder, spec=spec, metrics={
+            "utility/accuracy": 0.7, "privacy/rss/identity": 0.0, "random/rss/identity": guess})]
+    console = Console(width=200, record=True)
+    console.print(_summary_table(leaderboard_frame(records)))
+    lines = console.export_text().splitlines()
+    assert any("random guess (minilm)" in line and "0.100" in line for line in lines)
+    assert any("random guess (mock-4)" in line and "0.300" in line for line in lines)
+    assert not any("0.200" in line for line in lines)  # the pooled mean of both, which matches neither
