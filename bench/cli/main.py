@@ -349,8 +349,10 @@ def _summary_table(board) -> Table:
         table.add_column(column, no_wrap=True)
     for (task, attack), group in board.groupby(["task", "attack"], sort=True):
         # a random guess is pooled only over configurations scored on the same data with the same attack and encoder
-        settings = group.groupby(["encoder", "n_eval", "attack_args"], sort=True, dropna=False)
-        for (encoder, n_eval, attack_args), setting in settings:
+        labels = ["encoder", "n_eval", "attack_args"]
+        varying = [k for k in labels if group[k].nunique(dropna=False) > 1]  # what a guess row's label names
+        for setting_values, setting in group.groupby(labels, sort=True, dropna=False):
+            named = dict(zip(labels, setting_values))
             for _, config in setting.groupby("config_hash", sort=False):
                 values = config.set_index("metric")
                 first = config.iloc[0]
@@ -364,8 +366,7 @@ def _summary_table(board) -> Table:
             if not random.empty:
                 keys = ["random/" + m.split("/", 1)[1] for m in metrics]
                 cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
-                differ = [f"{what}{value}" for what, value, column in (("", encoder, "encoder"), ("n_eval ", n_eval,
-                          "n_eval"), ("", attack_args, "attack_args")) if group[column].nunique(dropna=False) > 1]
+                differ = [f"n_eval {named[k]}" if k == "n_eval" else str(named[k]) for k in varying]
                 label = f"random guess ({', '.join(differ)})" if differ else "random guess"
                 table.add_row(task, label, attack, "", *cells, style="dim")
     return table

@@ -8,13 +8,22 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bench.results.migrations import SCHEMA_VERSION, migrate
 
-# the types of RunSpec's fields as a record stores them (attack is None for a utility-only cell)
-SPEC_FIELD_TYPES = {
-    **dict.fromkeys(("defense_args", "attack_args", "training", "server"), (dict,)),
-    **dict.fromkeys(("n_train", "n_eval", "max_length", "seed"), (int,)),
-    **dict.fromkeys(("pooling", "device", "precision"), (str,)),
-    "attack": (str, type(None)),
-}
+
+def _spec_field_types() -> dict[str, tuple[type, ...]]:
+    """RunSpec's fields and the types a record stores each as, read from its annotations (``str | None``: both)."""
+    import types
+    import typing
+
+    from bench.core.spec import RunSpec
+
+    kinds = {}
+    for name, hint in typing.get_type_hints(RunSpec).items():
+        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        kinds[name] = tuple(typing.get_origin(option) or option for option in options)
+    return kinds
+
+
+SPEC_FIELD_TYPES = _spec_field_types()
 
 
 def _is_of(value: Any, kinds: tuple) -> bool:
