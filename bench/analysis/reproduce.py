@@ -300,13 +300,15 @@ def _setting(record: ResultRecord) -> dict[str, Any]:
 def summarize_cell(records: list[ResultRecord], metric: str, chance_metric: str | None = None) -> Cell:
     """Mean ± std (ddof 1, as the leaderboard) over the seeds of the best-covered matching configuration;
     ``chance_metric``: the metric of the same records that holds the row's chance level (see ``_chance``)."""
-    groups = {h: s for h, s in _latest_per_seed(records).items()
-              if any(metric in r.metrics for r in s.values())}
+    # only the seeds that report the metric: a configuration is as well covered as its seeds with a value
+    groups = {h: {seed: r for seed, r in s.items() if metric in r.metrics}
+              for h, s in _latest_per_seed(records).items()}
+    groups = {h: s for h, s in groups.items() if s}
     if not groups:
         return Cell(note="no records" if not records else f"records lack {metric}")
     chosen = max(groups, key=lambda h: (len(groups[h]), h))
     seeds = groups[chosen]
-    values = [(s, seeds[s].metrics[metric]) for s in sorted(seeds) if metric in seeds[s].metrics]
+    values = [(s, seeds[s].metrics[metric]) for s in sorted(seeds)]
     finite = [v for _, v in values if v is not None and math.isfinite(v)]
     note = f"{len(groups) - 1} other matching configuration(s) ignored" if len(groups) > 1 else ""
     if not finite:

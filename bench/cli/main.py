@@ -246,12 +246,18 @@ def _print_record(record, path) -> None:
     out.print(table)
     args = ",".join(f"{k}={v}" for k, v in record.spec["defense_args"].items())
     out.print(
-        f"defense args: {args or '-'} · n_train {record.sizes['n_train']} · n_eval {record.sizes['n_eval']} · "
+        f"defense args: {args or '-'} · n_train {_size(record, 'n_train')} · n_eval {_size(record, 'n_eval')} · "
         f"seed {record.seed} · {record.runtime_s:.1f} s · config {record.config_hash}",
         highlight=False,
     )
     if path is not None:
         out.print(f"record appended to {plain(path)}", highlight=False)
+
+
+def _size(record, name: str) -> str:
+    """The examples a cell used, and the number asked for when it got fewer (a split smaller than asked caps it)."""
+    used, asked = record.sizes[name], record.spec.get(name)
+    return f"{used} (of {asked} asked)" if isinstance(asked, int) and asked > used else f"{used}"
 
 
 @app.command("list")

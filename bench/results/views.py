@@ -91,17 +91,17 @@ def axis_title(metric: str, higher_is_better: bool) -> str:
 
 
 def wide(board: pd.DataFrame, task: str, attack: str) -> pd.DataFrame:
-    """One row per configuration of ``task`` attacked by ``attack``: ``<metric>`` means, ``<metric> std`` and
-    ``n`` (seeds), configuration columns first."""
+    """One row per configuration of ``task`` attacked by ``attack``: ``<metric>`` means, ``<metric> std``,
+    ``<metric> n`` (that metric's seeds) and ``n`` (the most seeds of any metric), configuration columns first."""
     rows = board[(board["task"] == task) & (board["attack"].fillna("") == attack)]
     if rows.empty:
         return pd.DataFrame()
     keys = [c for c in CONFIG if c in rows]
     frame = rows.assign(**{c: rows[c].fillna("") for c in keys if rows[c].dtype == object})
     frame = frame.drop_duplicates([*keys, "metric"]).set_index([*keys, "metric"])
-    means, stds = frame["mean"].unstack("metric"), frame["std"].unstack("metric")
+    means, stds, counts = (frame[column].unstack("metric") for column in ("mean", "std", "n"))
     seeds = frame["n"].groupby(level=list(range(len(keys)))).max().rename("n")
-    out = means.join(stds.add_suffix(" std")).join(seeds).reset_index()
+    out = means.join(stds.add_suffix(" std")).join(counts.add_suffix(" n")).join(seeds).reset_index()
     out.columns.name = None
     order = sorted(range(len(out)), key=lambda i: (out["defense"].iloc[i] != "none", out["defense"].iloc[i],
                                                    args_sort_key(out["defense_args"].iloc[i]),
@@ -161,7 +161,7 @@ def display_columns(table: pd.DataFrame, board: pd.DataFrame, headline: str | No
     if table.empty:
         return table
     up = direction(board)
-    metrics = [c for c in table.columns if "/" in c and not c.endswith(" std")]
+    metrics = [c for c in table.columns if "/" in c and not c.endswith((" std", " n"))]
     utility = sorted((m for m in metrics if m.startswith("utility/")), key=lambda m: (m != headline, m))
     privacy = sorted(m for m in metrics if m.startswith("privacy/"))
     random = sorted(m for m in metrics if m.startswith("random/"))
@@ -202,16 +202,18 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
 BEGIN, END = "<!-- bench report: begin -->", "<!-- bench report: end -->"
 
 
-def _mean_std(mean, std, n) -> str:
-    """``mean ± std [95% CI of the mean]`` over several seeds, the mean alone for one."""
+def _mean_std(mean, std, n, row_n=None) -> str:
+    """``mean ± std [95% CI of the mean]`` over the metric's ``n`` seeds, the mean alone for one; ``(n = ...)``
+    follows when the metric has fewer seeds than its row (``row_n``)."""
     from bench.results.leaderboard import ci95_half_width
 
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return ""
+    fewer = f" (n = {int(n)})" if row_n is not None and n == n and n < row_n else ""
     if not (n and n > 1 and std == std):
-        return f"{mean:.3f}"
+        return f"{mean:.3f}{fewer}"
     half = float(ci95_half_width([std], [n])[0])
-    return f"{mean:.3f} ± {std:.3f} [{mean - half:.3f}, {mean + half:.3f}]"
+    return f"{mean:.3f} ± {std:.3f} [{mean - half:.3f}, {mean + half:.3f}]{fewer}"
 
 
 def report(board: pd.DataFrame, source: str) -> str:
@@ -246,8 +248,9 @@ def report(board: pd.DataFrame, source: str) -> str:
             for metric in filter(None, [utility, privacy[0] if privacy else None]):
                 if metric in table:
                     title = column_title(metric, up.get(metric, True))
-                    out[title] = [_mean_std(m, s, n) for m, s, n in zip(table[metric], table.get(
-                        f"{metric} std", pd.Series([0.0] * len(table))), table["n"])]
+                    out[title] = [_mean_std(m, s, n, row_n) for m, s, n, row_n in zip(
+                        table[metric], table.get(f"{metric} std", pd.Series([0.0] * len(table))),
+                        table.get(f"{metric} n", table["n"]), table["n"])]
             if privacy:
                 reference = "random/" + privacy[0].split("/", 1)[1]
                 if reference in table:

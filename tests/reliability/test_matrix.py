@@ -228,3 +228,11 @@ def test_long_and_unusual_unicode_text_runs(tiny_data, results):
                     "--n-eval", "8", "--json", *RUN.split()[1:])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["sizes"] == {"n_train": 20, "n_eval": 8}
+
+
+def test_a_size_larger_than_the_split_is_capped_and_said(tiny_data, results):
+    """--n-train beyond the data runs on what there is, and the printed sizes say how many were asked for."""
+    result = invoke("run", "--defense", "none", "--n-train", "100000000", "--n-eval", "8", *RUN.split()[1:])
+    assert result.exit_code == 0, result.output
+    printed = " ".join(result.stdout.split())  # however the console wrapped it
+    assert "(of 100000000 asked)" in printed and "n_eval 8 ·" in printed

@@ -51,3 +51,17 @@ def test_docs_results_match_the_committed_records(committed_records):
                    report(aggregate(seed_frame(list(committed_records)), with_order=True), "results/"))
     assert fresh == (ROOT / "docs" / "results.md").read_text(encoding="utf-8"), (
         "docs/results.md is stale: run `bench report --out docs/results.md`")
+
+
+def test_a_metric_with_fewer_seeds_than_its_row_gets_its_own_interval():
+    """Three seeds report accuracy, two the attack: the attack's interval uses two seeds (t = 12.71, not 4.30)."""
+    from tests.unit.test_store import make_record
+
+    metrics = [{"utility/accuracy": 0.5, "privacy/rss/identity": 0.1, "random/rss/identity": 0.0},
+               {"utility/accuracy": 0.7, "privacy/rss/identity": 0.3, "random/rss/identity": 0.0},
+               {"utility/accuracy": 0.6}]
+    records = [make_record(seed, metrics=m, run_id=f"r{seed}") for seed, m in enumerate(metrics)]
+    text = report(aggregate(seed_frame(records), with_order=True), "here/")
+    # accuracy: 0.6 ± 0.1 over 3 (t 4.303: ± 0.248); identity: 0.2 ± 0.141 over 2 (t 12.706: ± 1.271)
+    assert "| 0.600 ± 0.100 [0.352, 0.848] | 0.200 ± 0.141 [-1.071, 1.471] (n = 2) |" in text
+    assert text.rstrip().endswith("| 3 |")

@@ -477,3 +477,15 @@ def test_ours_scale_rescales_the_chance_level_with_our_values(tmp_path):
     table = rep.reproduce(tmp_path, "scaled", [r for r in records if r.config_hash == "scaled"])
     ours = table["rows"][0]["ours"]
     assert ours["mean"] == 0.5 and ours["chance"] == 0.1
+
+
+def test_the_best_covered_configuration_is_counted_by_its_seeds_with_the_metric():
+    """Configuration a has five seeds but only two report the probe's metric; b has three that do: b is chosen
+    (counting every seed chose a, whose mean rests on two values)."""
+    a = [make_record(s, config_hash="a", metrics={"utility/accuracy": 0.5,
+                                                  **({"utility/probe_accuracy": 0.1} if s < 2 else {})})
+         for s in range(5)]
+    b = [make_record(s, config_hash="b", metrics={"utility/probe_accuracy": 0.9}) for s in range(3)]
+    cell = rep.summarize_cell(a + b, "utility/probe_accuracy")
+    assert cell.n == 3 and cell.mean == 0.9 and cell.setting["config_hash"] == "b"
+    assert "1 other matching configuration(s) ignored" in cell.note
