@@ -9,7 +9,8 @@ the mechanism and eta, never the sampled noise. The client's encoder is frozen.
 
 Noise N = r·u, u uniform on the unit sphere of R^n, r ~ Gamma(n, 1/eta): density ∝ exp(-eta·||N||),
 mean radius n/eta (bench.privacy.mechanisms.dchi_noise). Three mechanisms, one parameter eta:
-- ``dchi-sequence``: noise on the pooled sentence representation (``sentence_embeddings``);
+- ``dchi-sequence``: noise on the pooled sentence representation (``sentence_embeddings``), drawn once per
+  training example (the client releases its training split once; more draws would compose the guarantee);
 - ``dchi-token`` (M_rep): noise on each regular token's input embedding (``token_embeddings``); the
   server adds [CLS]/[SEP] and position embeddings itself and keeps the embedding layer frozen;
 - ``dchi-text`` (M_txt): each noisy vector mapped to its nearest regular vocabulary token by exact
@@ -46,6 +47,9 @@ class EtaParameter:
 @dataclass
 class DchiSequence(EtaParameter, RepresentationDefense):
     """Adds d_chi noise to the pooled sentence representation, at training and at inference."""
+
+    # 2: the training split is released once (one noise draw per example) instead of afresh every epoch
+    version: ClassVar[str] = "2"
 
     eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
 

@@ -11,13 +11,15 @@ server never sees raw text.
 Deviations in the offline default: the encoder is frozen all-MiniLM-L6-v2 (mean-pooled, d = 384)
 instead of fine-tuned bert-base-cased with its [CLS] pooler; ``--mode finetune`` trains the encoder
 through the mixing as the paper does. Inter-TextHide mixes the private label only over the private
-members, as the paper's formula gives (the authors' code also mixes in private labels at the public
-members' positions).
+members and divides by their total weight, as the paper's formula gives (§3.3; the authors' code also mixes
+in private labels at the public members' positions). Each example is hidden afresh every epoch, with a new
+mask and new partners (§3.4: the mask of an input changes each epoch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from bench import RepresentationDefense, added_later, register_defense, require
 from bench.privacy.public import MixAndMask
@@ -38,6 +40,8 @@ MAX_M = 2**18
 @dataclass
 class TextHide(RepresentationDefense):
     """TextHide: k-way mixing and one mask per example from a pool of m; intra or inter, central or federated."""
+
+    rehides_each_epoch: ClassVar[bool] = True  # §3.4: a new mask for every input each epoch
 
     m: int | str = 256  # masks in the client's pool, each in {-1,+1}^d; 0 = no mask (mix-only); inf = fresh per example
     k: int = 4  # representations mixed into each hidden one; 1 = no mixing
@@ -64,6 +68,11 @@ class TextHide(RepresentationDefense):
                 f"texthide needs at least one mask per client: m={self.m} is fewer than clients={self.clients}.")
         self.pools: list = []
         self.public_members = None  # (count, generator) -> public representations to mix in
+
+    @classmethod
+    def version_for(cls, args):
+        """2 for inter (its labels divided by the private members' weight since then), 1 for intra, unchanged."""
+        return "2" if args.get("scheme", "intra") == "inter" else "1"
 
     def check(self) -> None:
         """The public task of the inter scheme must be registered."""
@@ -124,7 +133,7 @@ class TextHide(RepresentationDefense):
 
         Intra: member 0 is the example, members 1..k-1 its batch under k-1 random permutations.
         Inter: members at even positions are private (ceil(k/2)), at odd positions public (floor(k/2)),
-        and the label mixes only the private members' labels.
+        and the label is the private members' labels mixed by their weights over the sum of those weights.
         """
         import torch
 
@@ -145,7 +154,10 @@ class TextHide(RepresentationDefense):
         else:
             stacked = torch.stack([m if m.dim() == 2 else rows[m] for m in members])
         mixed = (weights.T.unsqueeze(-1) * stacked).sum(dim=0)  # labels mixed with the same weights
-        return self.apply_mask(mixed[:, :dim], generator, pool), mixed[:, dim:].to(targets.dtype)
+        labels = mixed[:, dim:]
+        if self.scheme == "inter":  # public members carry no label: renormalise over the private weights
+            labels = labels / weights[:, 0::2].sum(dim=1, keepdim=True)
+        return self.apply_mask(mixed[:, :dim], generator, pool), labels.to(targets.dtype)
 
     def client_transform(self, client):
         """Client ``client`` hides with its own share of the mask pool (Algorithm 2)."""

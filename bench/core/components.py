@@ -131,6 +131,13 @@ class Defense:
     releases: ClassVar[tuple[ReleaseKind, ...]] = ()
 
     @classmethod
+    def version_for(cls, args: dict[str, Any]) -> str:
+        """The version of the cells run with parameters ``args`` (as a spec keeps them: defaults may be absent).
+        Default ``version``; a change that moves only some settings' figures overrides this, so that only those
+        settings' recorded cells are superseded and re-run."""
+        return cls.version
+
+    @classmethod
     def check_declarations(cls) -> None:
         """Called at registration: the defense declares at least one release kind it produces."""
         from bench.core.errors import BenchError
@@ -254,9 +261,16 @@ class RepresentationDefense(Defense):
     A subclass overrides ``hide`` (one transform for training and inference) or, like TextHide,
     ``hide_batch`` (training batches: representations and targets) and ``hide_inference``. ``setup``
     draws the client's secrets once; ``prepare`` fetches what the client needs beyond its own data.
+
+    With frozen features the client releases its training split once, hidden as training batches, and the server
+    trains every epoch on that one release: each further draw would be another release of the same examples (a
+    local-DP guarantee composes over them, and a server could average the copies). A defense whose paper hides each
+    example afresh every epoch sets ``rehides_each_epoch`` (TextHide changes each example's mask every epoch).
+    When the encoder is fine-tuned, the client re-encodes, and so re-hides, every batch.
     """
 
     releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS)
+    rehides_each_epoch: ClassVar[bool] = False
 
     def representation_mechanism(self):
         """The public mechanism (``bench.privacy.public.RepresentationMechanism``); by default the

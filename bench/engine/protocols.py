@@ -5,8 +5,9 @@ The client protocols, chosen per cell by ``choose_protocol``:
 - ``tokens``: the client splits its text in a public token space and runs the defense's token
   mechanism on both splits; the server encodes the released ids or vectors with its own encoder
   (privacy-adaptive pretraining first, when the server options ask for it), trains and predicts.
-- ``representations``: the client encodes its text with the public encoder and hides each batch
-  with the defense's transform (TextHide's mixing and masking, d_chi noise); the server trains on the
+- ``representations``: the client encodes its text with the public encoder and hides it in batches
+  with the defense's transform (TextHide's mixing and masking, d_chi noise): once, or every epoch afresh
+  where the defense's paper does so (``RepresentationDefense.rehides_each_epoch``); the server trains on the
   hidden batches it receives and predicts hidden evaluation representations.
 - ``pretraining`` (tasks that declare it alone, the clinical tasks): the client rewrites its text with a span
   defense (or releases it as it is with ``none``), further pretrains a masked LM on it and releases the weights
@@ -465,12 +466,20 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
     defense.setup(encoder.dim, torch_generator(seed, "client-secrets"))
     defense.prepare(ClientSide(spec.task, spec.n_train, seed, config.mode, encoder))
     y_all = torch.from_numpy(y_train)
+    known = None
     if config.mode == "frozen":
         x_train = encoder.encode(train.texts)
         x_all = torch.from_numpy(x_train)
-        server.fit_hidden(HiddenBatches(
-            len(train), x_train.shape[1], y_train.shape[1], shards,
-            lambda idx, client, generator: transforms[client](x_all[idx], y_all[idx], generator)))
+        if defense.rehides_each_epoch:
+            def batch(idx, client, generator):
+                return transforms[client](x_all[idx], y_all[idx], generator)
+        else:  # the training split is released once; every epoch trains on that release
+            known, known_targets = release_like_training(defense, x_all, y_all, config.batch_size,
+                                                         torch_generator(seed, "client-release-train"))
+
+            def batch(idx, client, generator):
+                return known[idx], known_targets[idx]
+        server.fit_hidden(HiddenBatches(len(train), x_train.shape[1], y_train.shape[1], shards, batch))
     else:
         texts = train.texts
 
@@ -486,8 +495,9 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
         x_train = encoder.encode(train.texts)  # by the fine-tuned encoder
     x_eval = torch.from_numpy(encoder.encode(evaluation.texts))
     sent = defense.hide_inference(x_eval, torch_generator(seed, "client-inference"))
-    known, known_targets = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
-                                                 torch_generator(seed, "client-release-train"))
+    if known is None:  # the training split hidden once as its batches are: the known pairs learning attacks get
+        known, known_targets = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
+                                                     torch_generator(seed, "client-release-train"))
     if config.mode == "frozen" and hasattr(server, "fit_probe"):
         # the probe trains on the training split hidden once as its batches are (``known``, with mixed targets);
         # predict_hidden then gives its predictions of the hidden evaluation representations beside the head's

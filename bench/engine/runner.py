@@ -269,6 +269,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
 
 def component_versions(spec: RunSpec) -> str:
     """``task@v defense@v attack@v`` for a spec, in the form records keep."""
-    parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{DEFENSES.get(spec.defense).version}"]
+    defense = DEFENSES.get(spec.defense).version_for(spec.defense_args)
+    parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{defense}"]
     parts.append(f"{spec.attack}@{ATTACKS.get(spec.attack).version}" if spec.attack else "")
     return " ".join(parts)

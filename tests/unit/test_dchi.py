@@ -30,3 +30,23 @@ def test_token_mechanisms_need_a_wordpiece_encoder(tiny_data):
     spec = make_spec(defense="dchi-text", attack="inversion", encoder="mock", training_args="epochs=1")
     with pytest.raises(BenchError, match="needs a real encoder"):
         run_cell(spec)
+
+
+
+@pytest.mark.parametrize("defense, args, same", [("dchi-sequence", {"eta": 10}, True),
+                                                 ("texthide", {"m": 256, "k": 4}, False)])
+def test_the_training_split_is_released_once_unless_the_paper_rehides_each_epoch(tiny_data, monkeypatch, defense,
+                                                                                 args, same):
+    """d_chi: the server asks for the same examples twice (two epochs) and gets the one release both times, so it
+    never sees two noise draws of an example; TextHide re-hides every epoch (§3.4), so its batches differ."""
+    import torch
+
+    import bench.models.servers as servers
+
+    sent = []
+    original = servers.HiddenBatches
+    monkeypatch.setattr(servers, "HiddenBatches", lambda *a, **k: sent.append(original(*a, **k)) or sent[-1])
+    run_cell(make_spec(defense=defense, defense_args=args, encoder="mock", training_args="epochs=1"))
+    idx = torch.arange(8)
+    first, second = (sent[0].batch(idx, 0, torch.Generator().manual_seed(s)) for s in (1, 2))
+    assert torch.equal(first[0], second[0]) is same and torch.equal(first[1], second[1]) is same
