@@ -16,6 +16,13 @@ Wolfe line search by default (``line_search=none`` gives DLG's plain lr-1 steps,
 some starts); attacks per minute go to the record's notes. Setting: Huang et al.'s Table 2 was measured in a
 CIFAR-10 / LeNet-5 mimic of TextHide (their Appendix C.1, success judged on the recovered image); this attack
 runs on text representations, so their figures are a qualitative reference, not a target.
+Limit of this setting: the representation enters the mask directly and only the head after the mask trains, so the
+gradient determines the masked product mask ⊙ e and nothing else; a perfect match recovers |e| but each
+coordinate's sign only by chance (the dummy mask's), and success against a masked release (m >= 1) is about
+2^-d whatever the optimiser does (``python scripts/known_limits.py gradient-signs``: gradients matched to 1e-10,
+magnitudes to 1e-10, signs agreeing 0.38-0.75). In Huang et al.'s mimic the input passes through trained layers
+before the mask, whose gradients depend on it directly. The unmasked rows (m = 0: mix-only and the baseline) are not
+limited so.
 """
 
 from __future__ import annotations

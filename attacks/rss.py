@@ -9,9 +9,10 @@ sentence of highest cosine similarity (exact search with faiss).
 
 Metrics of the returned sentence x* against the true x: Identity (x* = x), JCdist (word Jaccard
 |x ∩ x*| / |x ∪ x*|, as the paper defines it), TF-IDFsim (TF-IDF cosine, fitted on the corpus),
-Label (same label) and SBERTsim (cosine of SBERT embeddings; the packaged all-MiniLM-L6-v2 is the
-SBERT model). The random reference returns a uniformly drawn corpus sentence. For sentence-pair
-tasks a corpus item is the pair; the word metrics read its two sentences joined.
+Label (same label; on a regression task such as STS-B the same similarity score exactly, which few pairs share, so
+it is near 0 for the attack and the random guess alike and says nothing there) and SBERTsim (cosine of SBERT
+embeddings; the packaged all-MiniLM-L6-v2 is the SBERT model). The random reference returns a uniformly drawn
+corpus sentence. For sentence-pair tasks a corpus item is the pair; the word metrics read its two sentences joined.
 Deviation: the paper indexes the whole dataset; the offline default indexes the run's slices.
 """
 

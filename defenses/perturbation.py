@@ -1,10 +1,12 @@
 """Prediction perturbation: Gaussian noise on the API's probability vectors, clipped to [0, 1] and renormalised.
 
 Paper: Xu et al. "Student Surpasses Teacher: Imitation Attack for Black-Box NLP APIs", COLING 2022 (the
-defense He et al. 2022, §5, and Li et al. §5.1.2 (2) compare against: noise of deviation sigma).
+defense He et al. 2022, §5, and Li et al. §5.1.2 (2) compare against).
 Threat model: the adversary queries the API and sees the perturbed vectors; it knows sigma, never the noise
 (drawn from the API's own generator, in the order queries arrive).
 
+Deviation in the parameter's unit: Li et al.'s text gives the noise "a variance of sigma"; here ``sigma`` is the
+standard deviation, so sigma = 0.05 is a variance of 0.0025, and Li et al.'s sigma = v is ``sigma=sqrt(v)`` here.
 Default sigma = 0.05: the value is not stated in the text available offline, so it is this harness's choice
 (small enough that the argmax of a confident answer rarely flips). Rows whose entries all clip to 0 answer the
 uniform vector.

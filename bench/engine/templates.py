@@ -36,7 +36,8 @@ class {cls}(RepresentationDefense):
         require(0 <= self.sigma < float("inf"), f"{name} sigma must be finite and >= 0, got {{self.sigma}}.")
 
     def hide(self, reps, generator):
-        """Add the noise, at training and at inference."""
+        """Add the noise, at training and at inference (the training split is hidden once; a defense whose paper
+        re-hides each example every epoch sets the class attribute ``rehides_each_epoch = True``)."""
         return reps + self.sigma * torch.randn(reps.shape, generator=generator, dtype=reps.dtype)
 '''
 

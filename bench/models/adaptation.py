@@ -17,6 +17,9 @@ Masking as BERT: 15% of the regular tokens, at most 20 per sequence, 80% [MASK] 
 Checkpoints are cached under ``$BENCH_CACHE_DIR/adapted/<key>``, the key covering the encoder, the
 mechanism and its parameters, the objective, the budget and the hash of the corpus, so a sweep never
 pretrains twice. The CPU defaults (steps, batch size) are far below the paper's; see ``AdaptationConfig``.
+Deviation: Qu et al. further pretrain with the Next Sentence Prediction loss beside the MLM variants; this
+trains the MLM objective alone (the offline encoders have no NSP head, and the objectives compared are the
+MLM's).
 """
 
 from __future__ import annotations

@@ -148,3 +148,13 @@ def test_bad_texthide_values_are_one_sentence_errors(args, message):
 
     with pytest.raises(BenchError, match=message):
         build_component(DEFENSES.get("texthide"), args)
+
+
+def test_only_inter_cells_carry_the_label_fix_version(tiny_data):
+    """The inter label fix supersedes inter cells only: intra's figures did not move, so its records stay current."""
+    from bench.engine.runner import component_versions, make_spec
+
+    intra = make_spec(defense="texthide", defense_args={"m": 256, "k": 4}, encoder="mock", attack="rss")
+    inter = make_spec(defense="texthide", defense_args={"m": 256, "k": 4, "scheme": "inter"}, encoder="mock",
+                      attack="rss")
+    assert "texthide@1" in component_versions(intra).split() and "texthide@2" in component_versions(inter).split()

@@ -1,0 +1,106 @@
+"""The figures behind the limits the docstrings state, found by the 2026-11-29 review against the papers.
+
+    python scripts/known_limits.py inversion-prior        # attacks/inversion.py: the Bayes prior's view of the split
+    python scripts/known_limits.py condition-prevalence   # attacks/condition_probe.py: the frequency baseline
+    python scripts/known_limits.py santext-vocabulary     # defenses/santext.py: V_S over the WordPiece table
+    python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: a mask hides the signs
+
+Each prints what the docstring quotes (SST-2 at the defaults: 8,000 training sentences, the 872 of dev, seed 0;
+clinical-spl at seed 0). Needs BENCH_DATA_DIR.
+"""
+
+import argparse
+import collections
+
+import numpy as np
+
+
+def sst2_split():
+    """The SST-2 split of the default cell (seed 0) and the packaged encoder."""
+    from bench.core.registry import TASKS
+    from bench.engine import runner  # noqa: F401  (registers the shipped components)
+    from bench.models.loading import load_encoder
+
+    return TASKS.get("sst2")().load(8000, 1000, 0), load_encoder("minilm", "cpu")
+
+
+def inversion_prior() -> None:
+    """How many evaluation tokens are pieces absent from the training split, and how many d_chi leaves unchanged."""
+    from bench.privacy.mechanisms import client_token_ids, dchi_token_text, embedding_table, regular_token_ids
+
+    data, encoder = sst2_split()
+    train = collections.Counter(np.concatenate(client_token_ids(encoder, list(data.train.texts))).tolist())
+    evaluation = np.concatenate(client_token_ids(encoder, list(data.eval.texts)))
+    only = evaluation[~np.isin(evaluation, list(train))]
+    print(f"evaluation tokens {len(evaluation)}; of pieces absent from the training split {len(only)} "
+          f"({len(only) / len(evaluation):.3f})")
+    table, candidates = embedding_table(encoder), regular_token_ids(encoder.tokenizer.get_vocab())
+    for eta in (60.0, 120.0):
+        kept = int((dchi_token_text([only], table, candidates, eta, np.random.default_rng(0))[0] == only).sum())
+        print(f"eta {eta:g}: {kept} of them released unchanged ({kept / len(evaluation):.3f} of all)")
+
+
+def condition_prevalence() -> None:
+    """The frequency baseline's AUC and P@10 with counts over all patients (as shipped) and the held-out ones."""
+    from attacks.condition_probe import ConditionRanking, ranking_scores
+    from bench.core.registry import TASKS
+    from bench.engine import runner  # noqa: F401
+
+    task = TASKS.get("clinical-spl")()
+    task.load(1000, 200, 0)
+    probed, everyone = task.patients(), list(task.corpus.patients)
+    conditions, counts = task.corpus.condition_vocabulary()
+    held_out = np.array([sum(c in p.conditions for p in everyone[len(probed):]) for c in conditions], float)
+    ties = 1e-6 * np.random.default_rng(0).random((len(probed), len(conditions)))
+    for name, count in (("all patients (as shipped)", counts.astype(float)), ("held-out patients", held_out + 0.5)):
+        scores = ranking_scores(ConditionRanking(np.log(count)[None, :] + ties, conditions), probed)
+        print(f"{name}: auc {scores['auc']:.3f}, p_at_10 {scores['p_at_10']:.3f}")
+
+
+def santext_vocabulary() -> None:
+    """SanText+'s V_S at w = 0.9 over the WordPiece table (as shipped) and over the client's own pieces."""
+    from bench.privacy.mechanisms import client_token_ids, least_frequent, regular_token_ids, token_counts
+
+    data, encoder = sst2_split()
+    ids = client_token_ids(encoder, list(data.train.texts) + list(data.eval.texts))
+    regular = regular_token_ids(encoder.tokenizer.get_vocab())
+    counts = token_counts(ids, len(encoder.tokenizer.get_vocab()))
+    own = regular[counts[regular] > 0]
+    table_set, own_set = least_frequent(counts, regular, 0.9), least_frequent(counts, own, 0.9)
+    flat = np.concatenate(ids)
+    print(f"regular pieces {len(regular)}, used by the client {len(own)}; V_S over the table {len(table_set)}, "
+          f"of which unused {int((counts[table_set] == 0).sum())}")
+    print(f"token occurrences non-sensitive: over the table {(~np.isin(flat, table_set)).mean():.3f}, over the "
+          f"client's pieces {(~np.isin(flat, own_set)).mean():.3f}")
+
+
+def gradient_signs() -> None:
+    """DLG on a masked input of a small head: the gradient is matched, magnitudes recovered, signs at chance."""
+    import torch
+
+    from bench.models.training import loss_fn
+    from bench.privacy.gradient_inversion import MatchingSettings, match_gradients, success
+
+    torch.manual_seed(0)
+    d = 16
+    head = torch.nn.Sequential(torch.nn.Linear(d, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2)).eval()
+    mask = torch.randint(0, 2, (1, d)).float() * 2 - 1
+    for attempt in range(6):
+        e, target = torch.randn(1, d) * 0.3, torch.tensor([[1.0, 0.0]])
+        grads = torch.autograd.grad(loss_fn(head(e * mask), target, False), list(head.parameters()))
+        found, distance = match_gradients(head, [g.numpy() for g in grads], target.numpy(), False, True,
+                                          MatchingSettings(steps=60), seed=attempt)
+        mse, _ = success(found[None], e.numpy(), 1e-3)
+        signs = float((np.sign(found) == np.sign(e.numpy()[0])).mean())
+        magnitudes = float(((np.abs(found) - np.abs(e.numpy()[0])) ** 2).mean())
+        print(f"gradient distance {distance:.1e}, mse {float(mse[0]):.4f}, mse of magnitudes {magnitudes:.1e}, "
+              f"signs agreeing {signs:.2f}")
+
+
+CHECKS = {"inversion-prior": inversion_prior, "condition-prevalence": condition_prevalence,
+          "santext-vocabulary": santext_vocabulary, "gradient-signs": gradient_signs}
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("check", choices=sorted(CHECKS))
+    CHECKS[parser.parse_args().check]()
