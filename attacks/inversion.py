@@ -106,9 +106,9 @@ class Inversion(Attack):
 
 
 def _released_ids(release: Release, space) -> list[np.ndarray]:
-    """The released token ids per segment (a pair's two sentences in turn; strings split in the space)."""
+    """The released token ids per segment (a pair's two sentences in turn; released words read back in the space)."""
     items, _ = flatten_segments(list(release.data))
-    return space.client_ids(items) if items and isinstance(items[0], str) else items
+    return space.released_ids(items) if items and isinstance(items[0], str) else items
 
 
 def _hits(guesses: list[np.ndarray], true_ids: list[np.ndarray]) -> int:

@@ -33,7 +33,6 @@ from attacks.inversion import TokenGuesses, _hits
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
 from bench.core.params import added_later
 from bench.data.examples import flatten_segments
-from bench.privacy.token_space import WORD
 
 HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.data.public_corpus.held_out)
 UNMAPPED = -2  # a guess that is no token of the space: never equals a true id (a missing word is -1)
@@ -167,7 +166,7 @@ class MaskInference(Attack):
         """A uniformly drawn regular token (a word of a word space) at every attacked position."""
         space = release.space.build(public.encoder)
         segments, _ = self._segments(release, space)
-        shapes = space.client_ids(segments) if segments and isinstance(segments[0], str) else segments
+        shapes = space.released_ids(segments) if segments and isinstance(segments[0], str) else segments
         return MaskGuesses({"token_accuracy": [rng.choice(space.candidates, size=len(x)) for x in shapes]}, space,
                            random=True)
 
@@ -230,7 +229,7 @@ class _Units:
         if self.lookup is None:
             ids = self.space.client_ids([segment])[0] if isinstance(segment, str) else np.asarray(segment)
             return [np.array([i], dtype=np.int64) for i in ids]
-        words = WORD.findall(segment)
+        words = segment.split()  # a released word-space segment: its words, as the space rendered them
         encoded = self.tokenizer(words, add_special_tokens=False)["input_ids"] if words else []
         return [np.asarray(x or [self.tokenizer.unk_token_id], dtype=np.int64) for x in encoded]
 

@@ -52,6 +52,10 @@ class WordPieceSpace:
         """Released as ids: the server assembles them into encoder input."""
         return ids
 
+    def released_ids(self, texts) -> list[np.ndarray]:
+        """The ids of released text (a WordPiece release is ids already; text is tokenized as the client's is)."""
+        return self.client_ids(texts)
+
 
 
 class WordVectorSpace:
@@ -79,6 +83,11 @@ class WordVectorSpace:
     def render(self, ids: list[np.ndarray]) -> list[str]:
         """Released as text: the words joined by spaces."""
         return [" ".join(self.words[i] for i in sentence) for sentence in ids]
+
+    def released_ids(self, texts: list[str]) -> list[np.ndarray]:
+        """The word ids of released text, split where ``render`` joined it (on spaces): a released word such as
+        ``'s`` or ``u.s.`` stays one position, which splitting it as client text would not keep."""
+        return [np.array([self.index.get(w, -1) for w in text.split()], dtype=np.int64) for text in texts]
 
 
 

@@ -30,6 +30,15 @@ def test_splits_words_looks_up_lowercase_and_marks_missing_words(tmp_path):
     assert space.render([np.array([1, 0, 2])]) == ["film the ."]
 
 
+def test_released_words_are_read_back_one_position_each(tmp_path):
+    """GloVe's own words such as 's and u.s. are one released word each; split as client text they would be
+    several, shifting every later position the inversion attack compares."""
+    space = WordVectorSpace(glove(tmp_path, ["it 0 1", "'s 1 0", "u.s. 1 1", "good 0 0"]))
+    released = space.render([np.array([0, 1, 2, 3])])
+    assert space.released_ids(released)[0].tolist() == [0, 1, 2, 3]
+    assert len(space.client_ids(released)[0]) > 4  # what reading it as client text did
+
+
 @pytest.mark.parametrize(
     "lines, message",
     [
