@@ -10,7 +10,8 @@ the mechanism and eta, never the sampled noise. The client's encoder is frozen.
 Noise N = r·u, u uniform on the unit sphere of R^n, r ~ Gamma(n, 1/eta): density ∝ exp(-eta·||N||),
 mean radius n/eta (bench.privacy.mechanisms.dchi_noise). Three mechanisms, one parameter eta:
 - ``dchi-sequence``: noise on the pooled sentence representation (``sentence_embeddings``), drawn once per
-  training example (the client releases its training split once; more draws would compose the guarantee);
+  training example (the client releases its training split once; more draws would compose the guarantee), so with
+  frozen features only: Qu et al.'s user-side encoder is frozen too (their §3.3);
 - ``dchi-token`` (M_rep): noise on each regular token's input embedding (``token_embeddings``); the
   server adds [CLS]/[SEP] and position embeddings itself and keeps the embedding layer frozen;
 - ``dchi-text`` (M_txt): each noisy vector mapped to its nearest regular vocabulary token by exact

@@ -23,6 +23,9 @@ class NoDefense(RepresentationDefense, TokenDefense):
     releases: ClassVar[tuple[ReleaseKind, ...]] = (
         ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.TEXT, ReleaseKind.GRADIENTS, ReleaseKind.PREDICTIONS,
     )
+    # nothing is hidden, so sending the plain representation every epoch releases nothing new: the baseline may
+    # fine-tune the encoder and federate like any re-hiding defense (frozen, it is the same release each epoch)
+    rehides_each_epoch: ClassVar[bool] = True
 
     def representation_mechanism(self):
         """The identity on representations."""

@@ -514,7 +514,16 @@ def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, floa
         detail = f"{left_name} {left:.3f} {actual} {right_name} {right:.3f} (claimed {symbol}{tail})"
     detail += _paired_note(shared)
     seeds = _common_seeds([spec["left"], spec["right"]], by_seed)
-    if seeds and op != "within":  # the left-minus-right differences, oriented so that the claim says "> threshold"
+    if seeds and op == "within":  # an equivalence: the paired differences' interval inside ±margin, or outside it
+        differences = [by_seed[spec["left"]][s] - by_seed[spec["right"]][s] for s in seeds]
+        centre, half = _interval(differences)
+        inside, outside = -margin <= centre - half and centre + half <= margin, \
+            centre - half > margin or centre + half < -margin
+        if not (inside or outside):
+            return {"verdict": UNRESOLVED, "left": left, "right": right,
+                    "detail": f"{detail}; unresolved: the paired difference over seeds {_seed_list(seeds)} is "
+                              f"{centre:+.3f} ± {half:.3f} (95% CI), which is neither inside nor outside ±{margin:g}"}
+    elif seeds:  # the left-minus-right differences, oriented so that the claim says "> threshold"
         orient, threshold = {"gt": (1, margin), "ge": (1, -margin), "lt": (-1, margin), "le": (-1, -margin)}[op]
         differences = [orient * (by_seed[spec["left"]][s] - by_seed[spec["right"]][s]) for s in seeds]
         if _resolved(ok, differences, threshold, strict=op in ("gt", "lt")) == UNRESOLVED:

@@ -255,9 +255,14 @@ def _print_record(record, path) -> None:
 
 
 def _size(record, name: str) -> str:
-    """The examples a cell used, and the number asked for when it got fewer (a split smaller than asked caps it)."""
+    """The examples a cell used, and the number asked for when it got fewer than a size other than the task's
+    default asked for (a split smaller than asked caps it; the defaults are "up to")."""
+    from bench.core.registry import TASKS
+
     used, asked = record.sizes[name], record.spec.get(name)
-    return f"{used} (of {asked} asked)" if isinstance(asked, int) and asked > used else f"{used}"
+    default = getattr(TASKS.get(record.spec["task"]), f"default_{name}", None)
+    capped = isinstance(asked, int) and asked > used and asked != default
+    return f"{used} (of {asked} asked)" if capped else f"{used}"
 
 
 @app.command("list")

@@ -266,7 +266,8 @@ class RepresentationDefense(Defense):
     trains every epoch on that one release: each further draw would be another release of the same examples (a
     local-DP guarantee composes over them, and a server could average the copies). A defense whose paper hides each
     example afresh every epoch sets ``rehides_each_epoch`` (TextHide changes each example's mask every epoch).
-    When the encoder is fine-tuned, the client re-encodes, and so re-hides, every batch.
+    Fine-tuning the encoder, or federated clients, need the client to hide every batch afresh, so only such a
+    defense runs in those settings (``make_spec`` refuses the others).
     """
 
     releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.SENTENCE_EMBEDDINGS, ReleaseKind.GRADIENTS)

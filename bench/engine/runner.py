@@ -128,6 +128,8 @@ def make_spec(
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
     defaults = {**training_defaults(mode, encoder), **task_cls.training_defaults}
     training = component_args(build_component(TrainingConfig, {**defaults, **overrides}))
+    if protocol == "representations" and not defense_cls.rehides_each_epoch:
+        _check_release_once(defense, defense_obj, training["mode"])
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
     if n_train < 2 or n_eval < 2:
@@ -157,6 +159,17 @@ def make_spec(
         precision=precision,
         seed=seed,
     )
+
+
+def _check_release_once(defense: str, defense_obj, mode: str) -> None:
+    """A representation defense that releases its training split once: only with frozen features and one client."""
+    if mode == "finetune":
+        raise BenchError(f"defense '{defense}' releases each training example once, and a fine-tuned encoder would "
+                         "need the client to encode and release it again every epoch: run it with --mode frozen.")
+    if defense_obj.client_count() > 1:
+        raise BenchError(f"defense '{defense}' has {defense_obj.client_count()} federated clients but releases its "
+                         "training split once, which the engine does for one client only; set rehides_each_epoch "
+                         "or use one client.")
 
 
 def run_defense(spec: RunSpec):

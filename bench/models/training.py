@@ -19,8 +19,8 @@ from bench.core.progress import track
 BatchTransform = Callable[..., tuple]
 
 MODE_DEFAULTS = {
-    # frozen: Adam on cached features; every epoch re-draws the defense's randomness (TextHide's
-    # masks and partners), so epochs are cheap augmentation. On SST-2 at (256, 4), seeds 0-2:
+    # frozen: Adam on cached features; a defense that re-hides every epoch (TextHide's masks and
+    # partners) re-draws its randomness each epoch, so epochs are cheap augmentation. On SST-2 at (256, 4), seeds 0-2:
     # 60 epochs / batch 32 / lr 1e-3 gave 0.704, 0.718, 0.693; 120 / 64 / 2e-3 gave 0.726, 0.733, 0.719.
     "frozen": {"epochs": 120, "lr": 2e-3, "batch_size": 64},
     # finetune: the TextHide reference settings for SST-2 (bert-base-cased, 20 epochs, lr 1e-5).

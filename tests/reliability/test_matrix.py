@@ -236,3 +236,5 @@ def test_a_size_larger_than_the_split_is_capped_and_said(tiny_data, results):
     assert result.exit_code == 0, result.output
     printed = " ".join(result.stdout.split())  # however the console wrapped it
     assert "(of 100000000 asked)" in printed and "n_eval 8 ·" in printed
+    default = invoke("run", "--defense", "none", "--n-eval", "8", *RUN.split()[1:])  # the default is "up to"
+    assert default.exit_code == 0 and "asked" not in default.stdout

@@ -50,3 +50,10 @@ def test_the_training_split_is_released_once_unless_the_paper_rehides_each_epoch
     idx = torch.arange(8)
     first, second = (sent[0].batch(idx, 0, torch.Generator().manual_seed(s)) for s in (1, 2))
     assert torch.equal(first[0], second[0]) is same and torch.equal(first[1], second[1]) is same
+
+
+def test_a_release_once_defense_refuses_fine_tuning_through_it(tiny_data):
+    """Fine-tuning the encoder would make the client encode and release each example again every epoch."""
+    with pytest.raises(BenchError, match="releases each training example once"):
+        make_spec(defense="dchi-sequence", encoder="mock", mode="finetune")
+    make_spec(defense="texthide", encoder="mock", mode="finetune")  # re-hides every epoch by its paper: allowed
