@@ -227,7 +227,7 @@ class _Units:
     def pieces(self, segment) -> list[np.ndarray]:
         """One array of WordPiece ids per token of the space in a released segment."""
         if self.lookup is None:
-            ids = self.space.client_ids([segment])[0] if isinstance(segment, str) else np.asarray(segment)
+            ids = self.space.released_ids([segment])[0] if isinstance(segment, str) else np.asarray(segment)
             return [np.array([i], dtype=np.int64) for i in ids]
         words = segment.split()  # a released word-space segment: its words, as the space rendered them
         encoded = self.tokenizer(words, add_special_tokens=False)["input_ids"] if words else []

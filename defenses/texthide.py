@@ -71,8 +71,8 @@ class TextHide(RepresentationDefense):
 
     @classmethod
     def version_for(cls, args):
-        """2 for inter (its labels divided by the private members' weight since then), 1 for intra, unchanged."""
-        return "2" if args.get("scheme", "intra") == "inter" else "1"
+        """2 for inter (its labels divided by the private members' weight since then); intra is unchanged."""
+        return "2" if args.get("scheme", "intra") == "inter" else cls.version
 
     def check(self) -> None:
         """The public task of the inter scheme must be registered."""
