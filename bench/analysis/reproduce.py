@@ -123,18 +123,26 @@ def reproduction_dir(root: Path) -> Path:
     return Path(root) / "reproduction"
 
 
+def definitions(root: Path) -> Path:
+    """Where the reference tables and their mappings are read: ``root`` when it has ``reference/``, else the
+    published results folder, so that records kept elsewhere (``BENCH_RESULTS_DIR``) are still held against them."""
+    from bench.results.store import PUBLISHED_RESULTS
+
+    return Path(root) if reference_dir(root).is_dir() else Path(PUBLISHED_RESULTS)
+
+
 def tables(root: Path) -> list[str]:
-    """The reference tables (file stems of ``<root>/reference/*.json``), sorted."""
-    folder = reference_dir(root)
+    """The reference tables (file stems of ``reference/*.json`` in ``definitions(root)``), sorted."""
+    folder = reference_dir(definitions(root))
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
 def load_reference(root: Path, table: str) -> dict[str, Any]:
     """The paper's values of ``table``; a BenchError (one sentence) for an unknown or unreadable table."""
-    path = reference_dir(root) / f"{table}.json"
+    path = reference_dir(definitions(root)) / f"{table}.json"
     if not path.is_file():
         known = ", ".join(tables(root)) or "none"
-        raise BenchError(f"no reference table '{table}' in {reference_dir(root)} (known: {known}).")
+        raise BenchError(f"no reference table '{table}' in {reference_dir(definitions(root))} (known: {known}).")
     try:
         reference = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -149,7 +157,7 @@ def load_mapping(root: Path, table: str) -> dict[str, Any]:
     import yaml
 
     load_reference(root, table)  # an unknown table is named with the known ones
-    path = reproduction_dir(root) / f"{table}.yaml"
+    path = reproduction_dir(definitions(root)) / f"{table}.yaml"
     if not path.is_file():
         raise BenchError(f"reference table '{table}' has no mapping {path}; write one (see bench/analysis/"
                          "reproduce.py) or one with 'not_mapped: <reason>'.")
@@ -521,14 +529,16 @@ def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, floa
             centre - half > margin or centre + half < -margin
         if not (inside or outside):
             return {"verdict": UNRESOLVED, "left": left, "right": right,
-                    "detail": f"{detail}; unresolved: the paired difference over seeds {_seed_list(seeds)} is "
-                              f"{centre:+.3f} ± {half:.3f} (95% CI), which is neither inside nor outside ±{margin:g}"}
+                    "detail": f"{detail}; unresolved: the paired difference (left - right) over seeds "
+                              f"{_seed_list(seeds)} is {centre:+.3f} ± {half:.3f} (95% CI), which is neither "
+                              f"inside nor outside ±{margin:g}"}
     elif seeds:  # the left-minus-right differences, oriented so that the claim says "> threshold"
         orient, threshold = {"gt": (1, margin), "ge": (1, -margin), "lt": (-1, margin), "le": (-1, -margin)}[op]
         differences = [orient * (by_seed[spec["left"]][s] - by_seed[spec["right"]][s]) for s in seeds]
         if _resolved(ok, differences, threshold, strict=op in ("gt", "lt")) == UNRESOLVED:
-            return {"verdict": UNRESOLVED, "left": left, "right": right,
-                    "detail": f"{detail}; {_unresolved_note(seeds, differences, threshold)}"}
+            # printed as left minus right against the claim's own bound, the way its numbers read just before
+            note = _unresolved_note(seeds, [orient * d for d in differences], orient * threshold)
+            return {"verdict": UNRESOLVED, "left": left, "right": right, "detail": f"{detail}; {note}"}
     return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right, "detail": detail}
 
 
@@ -563,8 +573,8 @@ def _unresolved_note(seeds: list[int], differences: list[float] | None = None, t
     if differences is None:
         return f"unresolved: a step's 95% confidence interval over seeds {_seed_list(seeds)} straddles its threshold"
     centre, half = _interval(differences)
-    return (f"unresolved: the paired difference over seeds {_seed_list(seeds)} is {centre:+.3f} ± "
-            f"{half:.3f} (95% CI), which straddles {threshold + 0.0:g}")
+    return (f"unresolved: the paired difference (left - right) over seeds {_seed_list(seeds)} is {centre:+.3f} ± "
+            f"{half:.3f} (95% CI), which straddles {f'{threshold:+g}' if threshold else '0'}")
 
 
 def _paired_note(shared: list[int] | None) -> str:
@@ -663,7 +673,7 @@ def coverage(root: Path, records: list[ResultRecord]) -> list[dict[str, Any]]:
     """Per reference table: mapped or why not, its rows and how many of them our records cover."""
     found = []
     for table in tables(root):
-        path = reproduction_dir(root) / f"{table}.yaml"
+        path = reproduction_dir(definitions(root)) / f"{table}.yaml"
         if not path.is_file():
             found.append({"table": table, "status": "no mapping"})
             continue

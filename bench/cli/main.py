@@ -102,7 +102,7 @@ def run(
     """Run one cell (or a grid) and append its record to <results>/records/<defense>.jsonl (./bench-results unless
     --results-dir or $BENCH_RESULTS_DIR says otherwise; --results-dir results adds it to the published board)."""
     from bench.core.params import parse_arg_string
-    from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
+    from bench.engine.runner import CHECK_ADAPT_STEPS, CHECK_SIZES, make_spec, run_cell
     from bench.results.store import ResultStore
 
     _load_plugins(plugin)
@@ -139,6 +139,9 @@ def run(
         n_eval = CHECK_SIZES["n_eval"] if n_eval is None else n_eval
         if "epochs" not in parse_arg_string(train_args):  # one epoch unless the user chose the epochs
             train_args = ",".join(filter(None, ["epochs=1", train_args]))
+        server = parse_arg_string(server_args)
+        if server.get("adapt") and "adapt_steps" not in server:  # likewise privacy-adaptive pretraining
+            server_args = ",".join(filter(None, [server_args, f"adapt_steps={CHECK_ADAPT_STEPS}"]))
         save = False
     spec = make_spec(
         task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
@@ -283,7 +286,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
             if registry is TASKS:
                 kinds = f"{', '.join(m.name for m in cls.metrics)} ({', '.join(cls.protocols)})"
             elif registry is DEFENSES:
-                kinds = ", ".join(str(k) for k in cls.releases)
+                kinds = _defense_kinds(cls)
             else:
                 kinds = ", ".join(str(k) for k in cls.accepts) + "\nmetrics: " + ", ".join(m.name for m in cls.metrics)
             params = "\n".join(
@@ -307,6 +310,18 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     out.print(pairs)
 
 
+def _defense_kinds(cls: type) -> str:
+    """A defense's release kinds as pairing sees them: its own, then those it yields through another protocol."""
+    from bench.core.releases import ReleaseKind
+    from bench.engine.protocols import released_kinds, rewrites_text
+
+    own = ", ".join(str(k) for k in cls.releases)
+    extra = [f"{k} (a prediction API's training data)" for k in released_kinds(cls) if k not in cls.releases]
+    if rewrites_text(cls):
+        extra.append(f"{ReleaseKind.MODEL} (on pretraining tasks)")
+    return "\n".join([own, *(f"+ {e}" for e in extra)])
+
+
 @app.command()
 @user_errors
 def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
@@ -318,6 +333,8 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
 
     store = ResultStore(results_dir)
     store.check_exists()  # a mistyped folder gets one sentence, not an empty folder and CSV
+    if not store.files():  # as bench report: a folder no cell ran into gets no empty leaderboard.csv either
+        raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     path, rows, problems = write_leaderboard(store)
     for problem in problems:
         err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)

@@ -122,13 +122,20 @@ register_attack = ATTACKS.register
 register_task = TASKS.register
 
 
-def load_plugin(path: str | Path) -> None:
-    """Import an out-of-tree file so that the components it registers become available."""
+def load_plugin(path: str | Path) -> str:
+    """Import a component file so that the components it registers become available; returns its module's name.
+
+    A file of the shipped folders (``defenses/my_noise.py``, as ``bench new`` writes it) was already imported by
+    discovery, so its module is returned as it is rather than imported a second time under another name.
+    """
     path = Path(path)
     if not path.is_file():
         raise BenchError(f"plugin file {path} does not exist; pass the path of a .py file.")
     for registry in (DEFENSES, ATTACKS, TASKS):  # built-ins first, so a clash names the plugin's file
         registry.discover()
+    discovered = _module_of_file(path)
+    if discovered is not None:
+        return discovered
     # a dotted name keeps the module stem as the default registry name
     module_name = f"{PLUGIN_PACKAGE}.{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -150,3 +157,14 @@ def load_plugin(path: str | Path) -> None:
         raise BenchError(
             f"plugin {path} failed to import ({type(exc).__name__}: {exc})."
         ) from exc
+    return module_name
+
+
+def _module_of_file(path: Path) -> str | None:
+    """The name of an imported module defined by ``path`` (None when no module comes from that file)."""
+    wanted = path.resolve()
+    for name, module in list(sys.modules.items()):
+        source = getattr(module, "__file__", None)
+        if source and Path(source).resolve() == wanted:
+            return name
+    return None

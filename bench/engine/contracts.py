@@ -237,8 +237,7 @@ def check_file(path: str | Path, warnings: dict[str, list[str]] | None = None) -
 
     path = Path(path)
     before = registered()
-    load_plugin(path)
-    module = f"bench_plugins.{path.stem}"
+    module = load_plugin(path)
     results: dict[str, list[str]] = {}
     for kind, items in registered().items():
         for name, cls in items.items():

@@ -57,6 +57,7 @@ class BiLSTMEncoder(Encoder):
                  seed: int = 0, hidden: int = 192):
         import torch
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
         from bench.core.seeding import derive_seed
         from bench.models.cache import FeatureCache
@@ -65,6 +66,7 @@ class BiLSTMEncoder(Encoder):
             raise BenchError("the bilstm encoder has no pooler; use pooling=mean or cls.")
         path, table_revision = _locate(DEFAULT_ENCODER)
         self.name, self.device, self.pooling, self.max_length, self.cache = BILSTM, device, pooling, max_length, cache
+        hf_logging.disable_progress_bar()  # as Encoder: our own bars report the long steps
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         table = AutoModel.from_pretrained(path).get_input_embeddings().weight.detach().clone()
         with torch.random.fork_rng():

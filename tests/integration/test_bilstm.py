@@ -20,6 +20,15 @@ def test_reads_minilm_table_and_tokenizer():
     assert features.shape == (2, 384) and np.isfinite(features).all()
 
 
+def test_loading_prints_no_progress_bar_of_its_own(capfd):
+    # our bars report the long steps; transformers' "Loading weights" bar leaked into bilstm runs' stderr
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()  # as in a fresh process, whatever an earlier test loaded
+    BiLSTMEncoder(cache=False, seed=0)
+    assert "Loading weights" not in capfd.readouterr().err
+
+
 def test_seed_sets_the_initial_weights():
     first = BiLSTMEncoder(cache=False, seed=0).encode(["a fine film"])
     assert np.array_equal(first, BiLSTMEncoder(cache=False, seed=0).encode(["a fine film"]))

@@ -160,3 +160,9 @@ def test_empty_folder_variables_mean_the_defaults(monkeypatch, tmp_path):
     monkeypatch.setenv("BENCH_CACHE_DIR", "")
     assert data_dir() == tmp_path / ".cache" / "bench" / "data"
     assert cache_root() == tmp_path / ".cache" / "bench"
+
+
+def test_summarize_of_a_folder_without_records_writes_nothing(tmp_path):
+    # an existing folder no cell ran into (the wrong one, say) gets bench report's sentence, not an empty board
+    one_sentence(invoke("summarize", "--results-dir", tmp_path), "no records")
+    assert list(tmp_path.iterdir()) == []

@@ -163,6 +163,8 @@ ELSEWHERE = [
     ("plugin raising at import", "tests/unit/test_cli.py::test_broken_plugin_exits_2"),
     ("summarize over a corrupt record line",
      "tests/unit/test_cli.py::test_summarize_reports_a_corrupt_line_and_keeps_the_rest"),
+    ("summarize a folder no cell ran into",
+     "tests/reliability/test_files.py::test_summarize_of_a_folder_without_records_writes_nothing"),
     ("a torn record line cannot swallow the next",
      "tests/unit/test_store.py::test_corrupt_line_is_reported_and_cannot_swallow_the_next_record"),
     ("valid JSON that is no record", "tests/unit/test_store.py::test_valid_json_with_missing_fields_is_corrupt"),

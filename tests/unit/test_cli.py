@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.main import app
+from bench.core.errors import BenchError
 from tests.conftest import files_under
 
 runner = CliRunner()
@@ -138,3 +139,39 @@ def test_summarize_reports_a_corrupt_line_and_keeps_the_rest(tmp_path):
     assert "texthide.jsonl:2" in result.stderr and "corrupt" in result.stderr
     assert "texthide(m=256,k=4)" in result.stdout and "random guess" in result.stdout
     assert (tmp_path / "leaderboard.csv").is_file()
+
+
+def test_list_gives_a_defense_the_kinds_pairing_gives_it():
+    # the pairing error says santext "releases text, predictions": the defenses table must not say text alone
+    output = invoke("list").output
+    kinds: dict[str, str] = {}
+    name = None
+    for line in output[output.index("defenses"): output.index("attacks")].splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) >= 4:  # a row of the table, or the wrapped continuation of one
+            name = cells[1] or name
+            kinds[name] = " ".join(filter(None, [kinds.get(name, ""), cells[2]]))
+    assert kinds["santext"] == "text + predictions (a prediction API's training data)"
+    assert kinds["ndd"] == "rewritten_text + predictions (a prediction API's training data) + model (on pretraining " \
+                           "tasks)"
+    assert kinds["texthide"] == "sentence_embeddings, gradients"
+
+
+def test_check_shortens_privacy_adaptive_pretraining_unless_its_steps_are_chosen(monkeypatch, tiny_data):
+    # a smoke run in seconds: 300 adaptation steps took about 6 minutes, so --check takes a few, as it takes one epoch
+    import bench.engine.runner as runner
+    from bench.engine.runner import CHECK_ADAPT_STEPS
+
+    specs = []
+
+    def capture(spec):
+        specs.append(spec)
+        raise BenchError("captured")
+
+    monkeypatch.setattr(runner, "run_cell", capture)
+    cell = ("run", "--defense", "dchi-token", "--attack", "inversion", "--check")
+    for server_args, steps in (("adapt=denoising", CHECK_ADAPT_STEPS), ("adapt=denoising,adapt_steps=7", 7)):
+        assert invoke(*cell, "--server-args", server_args).exit_code == 2
+        assert specs[-1].server["adapt_steps"] == steps and specs[-1].training["epochs"] == 1
+    invoke(*cell)
+    assert specs[-1].server == {}  # nothing to adapt: the spec keeps no server options

@@ -127,3 +127,21 @@ def test_check_plugin_file_without_components(tmp_path):
     path.write_text('"""Nothing."""\n')
     result = invoke("check-plugin", path)
     assert result.exit_code == 2 and "registers no" in result.output
+
+
+@pytest.mark.parametrize("relative", [True, False], ids=["relative", "absolute"])
+def test_check_plugin_accepts_a_file_of_the_shipped_folders(relative, monkeypatch, clean_registries):
+    # `bench new` writes into defenses/ and prints `bench check-plugin defenses/<file>.py`: discovery has already
+    # imported that file, which must not count as a second registration of its components
+    import sys
+    from pathlib import Path
+
+    source = Path(sys.modules[DEFENSES.get("texthide").__module__].__file__)
+    monkeypatch.chdir(source.parent.parent)
+    path = Path("defenses") / source.name if relative else source
+    result = invoke("check-plugin", path)
+    assert result.exit_code == 0, result.output
+    assert "defense texthide: passes" in " ".join(result.output.split())
+    assert check_file(path) == {"defense texthide": []}
+    listed = invoke("list", "--plugin", path)
+    assert listed.exit_code == 0 and "texthide" in listed.output

@@ -428,7 +428,12 @@ def test_an_ordering_the_seeds_do_not_resolve_is_unresolved_not_held_or_failed()
         assert rep.check({"op": "increasing", "rows": ["b", "a"]}, means, "toy", by_seed)["verdict"] == gt
         assert rep.check({"left": "a", "op": "gt", "right": "b"}, means, "toy")["verdict"] == "holds"  # means only
     detail = rep.check({"left": "a", "op": "gt", "right": "b"}, {"a": 0.604, "b": 0.584}, "toy", noisy)["detail"]
-    assert "paired difference over seeds 0-4 is +0.020 ± " in detail and "straddles 0" in detail
+    assert "paired difference (left - right) over seeds 0-4 is +0.020 ± " in detail and "straddles 0" in detail
+    # "a <= b + margin" reads as a - b against +margin, the way its numbers are printed just before
+    detail = rep.check({"left": "a", "op": "le", "right": "b", "margin": 0.01}, {"a": 0.604, "b": 0.584}, "toy",
+                       noisy)["detail"]
+    assert "a 0.604 > b 0.584 (claimed <= + 0.01)" in detail
+    assert "is +0.020 ± " in detail and "straddles +0.01" in detail
     # a margin moves the threshold the interval is held against
     means = {k: sum(v.values()) / len(v) for k, v in steady.items()}
     assert rep.check({"left": "a", "op": "gt", "right": "b", "margin": 0.04}, means, "toy", steady)["verdict"] == \
@@ -505,3 +510,17 @@ def test_the_best_covered_configuration_is_counted_by_its_seeds_with_the_metric(
     cell = rep.summarize_cell(a + b, "utility/probe_accuracy")
     assert cell.n == 3 and cell.mean == 0.9 and cell.setting["config_hash"] == "b"
     assert "1 other matching configuration(s) ignored" in cell.note
+
+
+def test_records_kept_elsewhere_are_held_against_the_published_tables(tmp_path, monkeypatch):
+    # a user whose runs go to BENCH_RESULTS_DIR (a folder with records/ only) still reproduces the papers' tables:
+    # the tables and mappings come from the published folder, the report is written beside the user's records
+    shutil.copytree(REPO_RESULTS / "records", tmp_path / "records")
+    monkeypatch.chdir(REPO_RESULTS.parent)
+    monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
+    result = runner.invoke(app, ["reproduce", "texthide_table2"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "reproduction" / "texthide_table2.json").read_text())
+    published = json.loads((REPO_RESULTS / "reproduction" / "texthide_table2.json").read_text())
+    assert written["rows"] == published["rows"] and written["claims"] == published["claims"]
+    assert not (tmp_path / "reference").exists()
