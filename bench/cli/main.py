@@ -215,9 +215,11 @@ def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_ti
 
 
 def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precision: str | None = None) -> None:
-    from bench.engine.grid import estimate_cells, load_grid, shard_of
+    from bench.engine.grid import estimate_cells, grid_resources, load_grid, shard_of
 
-    specs = load_grid(grid, device=device, here=executor == "local", precision=precision)
+    # nothing runs: a grid that asks for GPUs is planned as its GPU machines will run it, whatever this one has
+    here = executor == "local" and not grid_resources(grid)["num_gpus"]
+    specs = load_grid(grid, device=device, here=here, precision=precision)
     if shard:
         specs = shard_of(specs, shard)
     rows = estimate_cells(specs, store.read()[0])

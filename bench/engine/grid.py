@@ -147,7 +147,7 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
         settings["precision"] = precision
     if not here and settings.get("device", "auto") == "auto":
         settings["device"] = "cuda" if grid_resources(path)["num_gpus"] > 0 else "cpu"
-    if here and grid_resources(path)["num_gpus"] > 0:
+    if here and grid_resources(path)["num_gpus"] > 0 and str(settings.get("device", "auto")) != "cpu":
         from bench.models.encoders import require_device
 
         require_device("cuda", f" for grid file {path}, which asks for num_gpus per cell")

@@ -88,6 +88,19 @@ def test_grid_devices_for_this_machine_and_for_remote_workers(tiny_data, tmp_pat
     assert {s.device for s in load_grid(write(tmp_path, GRID, "cpu.yaml"), here=False)} == {"cpu"}
     with pytest.raises(BenchError, match="no CUDA GPU is available"):
         load_grid(cuda)
+    assert {s.device for s in load_grid(gpus, device="cpu")} == {"cpu"}  # as the refusal advises: --device cpu
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks a machine without a CUDA GPU")
+def test_a_gpu_grid_dry_runs_on_a_machine_without_a_gpu(tiny_data, tmp_path):
+    # the GPU grids' headers start with --dry-run (cells, recorded, estimates): nothing runs, so no GPU is needed here
+    gpus = write(tmp_path, GRID + "resources: {num_gpus: 1}\n", "gpus.yaml")
+    result = CliRunner().invoke(app, ["run", "--grid", str(gpus), "--dry-run"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "2 cells to run, 0 already recorded" in result.stdout
+    refused = invoke("run", "--grid", gpus, "--results-dir", tmp_path / "results")  # running them here still needs one
+    assert refused.exit_code == 2 and "no CUDA GPU is available" in refused.output
+    assert not (tmp_path / "results").exists()
 
 
 def test_the_body_of_a_ray_task_returns_a_record_or_the_sentence_it_refused_with(tiny_data, tmp_path):

@@ -524,3 +524,23 @@ def test_records_kept_elsewhere_are_held_against_the_published_tables(tmp_path, 
     published = json.loads((REPO_RESULTS / "reproduction" / "texthide_table2.json").read_text())
     assert written["rows"] == published["rows"] and written["claims"] == published["claims"]
     assert not (tmp_path / "reference").exists()
+
+
+def test_the_docs_verdict_table_is_the_committed_reproductions():
+    # docs/results.md lists every table's coverage and verdicts; a re-run that moves one must move the doc too
+    text = (REPO_RESULTS.parent / "docs" / "results.md").read_text(encoding="utf-8")
+    block = text.split("<!-- reproduction-verdicts -->\n", 1)[1].split("\n\n", 1)[0]
+    documented = {}
+    for line in block.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        documented[cells[0].strip("`")] = cells[1:]
+    committed = {}
+    for path in sorted((REPO_RESULTS / "reproduction").glob("*.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        summary, claims = report["summary"], report["claims"]
+        failing = "; ".join(c["id"] for c in claims if c["verdict"] == "fails") or "-"
+        committed[report["table"]] = [f"{summary['rows_with_records']} / {summary['rows']}",
+                                      *(str(summary["claims"][v]) for v in ("holds", "fails", "unresolved",
+                                                                             "not applicable", "no records")),
+                                      failing]
+    assert documented == committed
