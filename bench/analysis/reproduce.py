@@ -125,10 +125,13 @@ def reproduction_dir(root: Path) -> Path:
 
 def definitions(root: Path) -> Path:
     """Where the reference tables and their mappings are read: ``root`` when it has ``reference/``, else the
-    published results folder, so that records kept elsewhere (``BENCH_RESULTS_DIR``) are still held against them."""
+    published results folder of this checkout (beside the ``bench`` package, wherever the command runs), so that
+    records kept elsewhere (``BENCH_RESULTS_DIR``) are still held against them."""
     from bench.results.store import PUBLISHED_RESULTS
 
-    return Path(root) if reference_dir(root).is_dir() else Path(PUBLISHED_RESULTS)
+    if reference_dir(root).is_dir():
+        return Path(root)
+    return Path(__file__).resolve().parents[2] / PUBLISHED_RESULTS
 
 
 def tables(root: Path) -> list[str]:
@@ -534,10 +537,10 @@ def _compare(spec: dict[str, Any], op: str, margin: float, means: dict[str, floa
                               f"inside nor outside ±{margin:g}"}
     elif seeds:  # the left-minus-right differences, oriented so that the claim says "> threshold"
         orient, threshold = {"gt": (1, margin), "ge": (1, -margin), "lt": (-1, margin), "le": (-1, -margin)}[op]
-        differences = [orient * (by_seed[spec["left"]][s] - by_seed[spec["right"]][s]) for s in seeds]
-        if _resolved(ok, differences, threshold, strict=op in ("gt", "lt")) == UNRESOLVED:
+        raw = [by_seed[spec["left"]][s] - by_seed[spec["right"]][s] for s in seeds]
+        if _resolved(ok, [orient * d for d in raw], threshold, strict=op in ("gt", "lt")) == UNRESOLVED:
             # printed as left minus right against the claim's own bound, the way its numbers read just before
-            note = _unresolved_note(seeds, [orient * d for d in differences], orient * threshold)
+            note = _unresolved_note(seeds, raw, orient * threshold)
             return {"verdict": UNRESOLVED, "left": left, "right": right, "detail": f"{detail}; {note}"}
     return {"verdict": HOLDS if ok else FAILS, "left": left, "right": right, "detail": detail}
 
@@ -570,6 +573,8 @@ def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool
 
 
 def _unresolved_note(seeds: list[int], differences: list[float] | None = None, threshold: float = 0.0) -> str:
+    """Why a check is unresolved: the left-minus-right paired ``differences`` over ``seeds`` (mean and 95% interval)
+    straddle the claim's bound ``threshold``; without differences, a step of an ordering did."""
     if differences is None:
         return f"unresolved: a step's 95% confidence interval over seeds {_seed_list(seeds)} straddles its threshold"
     centre, half = _interval(differences)

@@ -102,7 +102,7 @@ def run(
     """Run one cell (or a grid) and append its record to <results>/records/<defense>.jsonl (./bench-results unless
     --results-dir or $BENCH_RESULTS_DIR says otherwise; --results-dir results adds it to the published board)."""
     from bench.core.params import parse_arg_string
-    from bench.engine.runner import CHECK_ADAPT_STEPS, CHECK_SIZES, make_spec, run_cell
+    from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.store import ResultStore
 
     _load_plugins(plugin)
@@ -139,9 +139,7 @@ def run(
         n_eval = CHECK_SIZES["n_eval"] if n_eval is None else n_eval
         if "epochs" not in parse_arg_string(train_args):  # one epoch unless the user chose the epochs
             train_args = ",".join(filter(None, ["epochs=1", train_args]))
-        server = parse_arg_string(server_args)
-        if server.get("adapt") and "adapt_steps" not in server:  # likewise privacy-adaptive pretraining
-            server_args = ",".join(filter(None, [server_args, f"adapt_steps={CHECK_ADAPT_STEPS}"]))
+        server_args = _check_server_args(task, server_args)
         save = False
     spec = make_spec(
         task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
@@ -154,6 +152,23 @@ def run(
         print(record.model_dump_json(indent=2))
     else:
         _print_record(record, path)
+
+
+def _check_server_args(task: str, server_args: str) -> str:
+    """``--check``'s server options: a few steps of privacy-adaptive pretraining, or of a pretraining task's further
+    pretraining, unless the user chose the steps (as it takes one epoch unless the user chose the epochs)."""
+    from bench.core.params import parse_arg_string
+    from bench.core.registry import TASKS
+    from bench.engine.runner import CHECK_STEPS
+
+    given = parse_arg_string(server_args)
+    if "pretraining" in TASKS.get(task).protocols:
+        key = "pretrain_steps"
+    else:
+        key = "adapt_steps" if given.get("adapt") else None
+    if key is None or key in given:
+        return server_args
+    return ",".join(filter(None, [server_args, f"{key}={CHECK_STEPS}"]))
 
 
 def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None) -> None:
@@ -223,7 +238,8 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
     if shard:
         specs = shard_of(specs, shard)
     rows = estimate_cells(specs, store.read()[0])
-    table = Table(title=f"{plain(grid)}: {len(specs)} cells (dry run, nothing runs)", title_justify="left")
+    devices = ", ".join(sorted({str(spec.device) for spec in specs}))
+    table = Table(title=f"{plain(grid)}: {len(specs)} cells on {devices} (dry run, nothing runs)", title_justify="left")
     for column in ("cell", "status", "estimate", "from"):
         table.add_column(column, justify="right" if column == "estimate" else "left")
     for row in rows:
@@ -319,9 +335,10 @@ def _defense_kinds(cls: type) -> str:
 
     own = ", ".join(str(k) for k in cls.releases)
     extra = [f"{k} (a prediction API's training data)" for k in released_kinds(cls) if k not in cls.releases]
+    lines = [own, *(f"+ {e}" for e in extra)]
     if rewrites_text(cls):
-        extra.append(f"{ReleaseKind.MODEL} (on pretraining tasks)")
-    return "\n".join([own, *(f"+ {e}" for e in extra)])
+        lines.append(f"on pretraining tasks: {ReleaseKind.MODEL} only")
+    return "\n".join(lines)
 
 
 @app.command()
@@ -335,7 +352,8 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
 
     store = ResultStore(results_dir)
     store.check_exists()  # a mistyped folder gets one sentence, not an empty folder and CSV
-    if not store.files():  # as bench report: a folder no cell ran into gets no empty leaderboard.csv either
+    records, corrupt = store.read()
+    if not records and not corrupt:  # as bench report: a folder no cell ran into gets no empty leaderboard.csv
         raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     path, rows, problems = write_leaderboard(store)
     for problem in problems:

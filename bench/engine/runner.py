@@ -19,7 +19,7 @@ from bench.engine.protocols import choose_protocol, released_kinds
 from bench.results.record import ResultRecord
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
-CHECK_ADAPT_STEPS = 3  # --check: privacy-adaptive pretraining's steps, unless the user chose them
+CHECK_STEPS = 3  # --check: steps of privacy-adaptive or further pretraining, unless the user chose them
 
 
 def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None = None):

@@ -152,15 +152,16 @@ def test_list_gives_a_defense_the_kinds_pairing_gives_it():
             name = cells[1] or name
             kinds[name] = " ".join(filter(None, [kinds.get(name, ""), cells[2]]))
     assert kinds["santext"] == "text + predictions (a prediction API's training data)"
-    assert kinds["ndd"] == "rewritten_text + predictions (a prediction API's training data) + model (on pretraining " \
-                           "tasks)"
+    assert kinds["ndd"] == "rewritten_text + predictions (a prediction API's training data) on pretraining tasks: " \
+                           "model only"
     assert kinds["texthide"] == "sentence_embeddings, gradients"
 
 
-def test_check_shortens_privacy_adaptive_pretraining_unless_its_steps_are_chosen(monkeypatch, tiny_data):
-    # a smoke run in seconds: 300 adaptation steps took about 6 minutes, so --check takes a few, as it takes one epoch
+def test_check_shortens_pretraining_unless_its_steps_are_chosen(monkeypatch, tiny_data):
+    # a smoke run in seconds: 300 adaptation steps took about 6 minutes, so --check takes a few, as it takes one
+    # epoch; a pretraining task's further pretraining (200 steps) likewise
     import bench.engine.runner as runner
-    from bench.engine.runner import CHECK_ADAPT_STEPS
+    from bench.engine.runner import CHECK_STEPS
 
     specs = []
 
@@ -170,8 +171,13 @@ def test_check_shortens_privacy_adaptive_pretraining_unless_its_steps_are_chosen
 
     monkeypatch.setattr(runner, "run_cell", capture)
     cell = ("run", "--defense", "dchi-token", "--attack", "inversion", "--check")
-    for server_args, steps in (("adapt=denoising", CHECK_ADAPT_STEPS), ("adapt=denoising,adapt_steps=7", 7)):
+    for server_args, steps in (("adapt=denoising", CHECK_STEPS), ("adapt=denoising,adapt_steps=7", 7)):
         assert invoke(*cell, "--server-args", server_args).exit_code == 2
         assert specs[-1].server["adapt_steps"] == steps and specs[-1].training["epochs"] == 1
     invoke(*cell)
     assert specs[-1].server == {}  # nothing to adapt: the spec keeps no server options
+    clinical = ("run", "--task", "clinical-spl", "--defense", "none", "--attack", "name-generation", "--check")
+    for extra, steps in (((), CHECK_STEPS), (("--server-args", "pretrain_steps=0"), 0)):
+        assert invoke(*clinical, *extra).exit_code == 2
+        assert specs[-1].task == "clinical-spl" and specs[-1].server["pretrain_steps"] == steps
+    assert len(specs) == 5

@@ -516,7 +516,9 @@ def test_records_kept_elsewhere_are_held_against_the_published_tables(tmp_path, 
     # a user whose runs go to BENCH_RESULTS_DIR (a folder with records/ only) still reproduces the papers' tables:
     # the tables and mappings come from the published folder, the report is written beside the user's records
     shutil.copytree(REPO_RESULTS / "records", tmp_path / "records")
-    monkeypatch.chdir(REPO_RESULTS.parent)
+    elsewhere = tmp_path / "another-project"
+    (elsewhere / "results").mkdir(parents=True)  # a folder of another project's: never read for the tables
+    monkeypatch.chdir(elsewhere)
     monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
     result = runner.invoke(app, ["reproduce", "texthide_table2"])
     assert result.exit_code == 0, result.output
