@@ -127,11 +127,9 @@ def definitions(root: Path) -> Path:
     """Where the reference tables and their mappings are read: ``root`` when it has ``reference/``, else the
     published results folder of this checkout (beside the ``bench`` package, wherever the command runs), so that
     records kept elsewhere (``BENCH_RESULTS_DIR``) are still held against them."""
-    from bench.results.store import PUBLISHED_RESULTS
+    from bench.results.store import published_results_dir
 
-    if reference_dir(root).is_dir():
-        return Path(root)
-    return Path(__file__).resolve().parents[2] / PUBLISHED_RESULTS
+    return Path(root) if reference_dir(root).is_dir() else published_results_dir()
 
 
 def tables(root: Path) -> list[str]:

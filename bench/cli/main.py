@@ -589,10 +589,10 @@ def new_component(
 def _published_records(results_dir: Optional[Path]):
     """The store and records a published-board command reads: ``--results-dir``, else ``$BENCH_RESULTS_DIR``, else
     the committed ``results/`` (the reference tables and their mappings live there); unreadable lines warned."""
-    from bench.results.store import PUBLISHED_RESULTS, ResultStore
+    from bench.results.store import ResultStore, published_results_dir
 
     store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
-                        else PUBLISHED_RESULTS)
+                        else published_results_dir())
     store.check_exists()
     records, problems = store.read()
     for problem in problems:

@@ -46,6 +46,13 @@ USER_RESULTS = "bench-results"  # where your runs go unless told otherwise; the 
 PUBLISHED_RESULTS = "results"
 
 
+def published_results_dir() -> Path:
+    """The committed board: this checkout's ``results/`` wherever the command runs (spelled ``results`` when the
+    command runs in the checkout, so what prints the folder prints it as before)."""
+    checkout = Path(__file__).resolve().parents[2] / PUBLISHED_RESULTS
+    return Path(PUBLISHED_RESULTS) if Path(PUBLISHED_RESULTS).resolve() == checkout else checkout
+
+
 def default_results_dir() -> Path:
     """``$BENCH_RESULTS_DIR``, else ``./bench-results``: your runs stay apart from the published ``results/``,
     which changes only when a command is given ``--results-dir results``."""

@@ -546,3 +546,20 @@ def test_the_docs_verdict_table_is_the_committed_reproductions():
                                                                              "not applicable", "no records")),
                                       failing]
     assert documented == committed
+
+
+def test_the_published_board_is_read_from_the_checkout_wherever_the_command_runs(tmp_path, monkeypatch):
+    # run elsewhere, bench report and bench reproduce found no results/ ("results folder results does not exist")
+    from bench.results.store import published_results_dir
+
+    monkeypatch.delenv("BENCH_RESULTS_DIR", raising=False)
+    monkeypatch.chdir(REPO_RESULTS.parent)
+    assert published_results_dir() == Path("results")  # in the checkout, printed as before
+    monkeypatch.chdir(tmp_path)
+    assert published_results_dir() == REPO_RESULTS
+    report = runner.invoke(app, ["report"])
+    assert report.exit_code == 0, report.output
+    assert f"from the records in `{REPO_RESULTS.as_posix()}`" in report.output
+    listing = runner.invoke(app, ["reproduce"], env={"COLUMNS": "250"})
+    assert listing.exit_code == 0 and "texthide_table2" in listing.output and "19 / 19" in listing.output
+    assert list(tmp_path.iterdir()) == []
