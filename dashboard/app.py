@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from bench.results.leaderboard import aggregate, seed_frame
-from bench.results.store import ResultStore, default_results_dir
+from bench.results.store import ResultStore, default_results_dir, published_results_dir
 from bench.results.views import (
     axis_title,
     direction,
@@ -35,7 +35,7 @@ from dashboard.markdown import literal
 from dashboard.reproduction import render_reproduction
 from dashboard.sweeps import sweep_chart, sweeps
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "results"
+PUBLISHED = published_results_dir().resolve()  # the checkout's committed board
 # one colour per defense on every chart (Tableau 20, assigned in name order over the whole board)
 PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
            "#bab0ac", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",

@@ -352,9 +352,6 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
 
     store = ResultStore(results_dir)
     store.check_exists()  # a mistyped folder gets one sentence, not an empty folder and CSV
-    records, corrupt = store.read()
-    if not records and not corrupt:  # as bench report: a folder no cell ran into gets no empty leaderboard.csv
-        raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     path, rows, problems = write_leaderboard(store)
     for problem in problems:
         err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)

@@ -163,10 +163,9 @@ def load_plugin(path: str | Path) -> str:
 def _module_of_file(path: Path) -> str | None:
     """The name of the discovered component module defined by ``path`` (None for a file outside the shipped
     folders, which ``load_plugin`` imports as a plugin)."""
-    wanted = path.resolve()
-    for registry in (DEFENSES, ATTACKS, TASKS):
-        for name, module in list(sys.modules.items()):
-            if name.startswith(registry.package + ".") and getattr(module, "__file__", None) \
-                    and Path(module.__file__).resolve() == wanted:
-                return name
+    wanted, packages = path.resolve(), tuple(f"{r.package}." for r in (DEFENSES, ATTACKS, TASKS))
+    for name, module in list(sys.modules.items()):
+        source = getattr(module, "__file__", None)
+        if name.startswith(packages) and source and Path(source).resolve() == wanted:
+            return name
     return None

@@ -466,6 +466,12 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
     defense.setup(encoder.dim, torch_generator(seed, "client-secrets"))
     defense.prepare(ClientSide(spec.task, spec.n_train, seed, config.mode, encoder))
     y_all = torch.from_numpy(y_train)
+
+    def release_once(x_train):
+        """The training split hidden once as its batches are: what the learning attacks and the probe get."""
+        return release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
+                                     torch_generator(seed, "client-release-train"))
+
     known = None
     if config.mode == "frozen":
         x_train = encoder.encode(train.texts)
@@ -474,8 +480,7 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
             def batch(idx, client, generator):
                 return transforms[client](x_all[idx], y_all[idx], generator)
         else:  # the training split is released once; every epoch trains on that release
-            known, known_targets = release_like_training(defense, x_all, y_all, config.batch_size,
-                                                         torch_generator(seed, "client-release-train"))
+            known, known_targets = release_once(x_train)
 
             def batch(idx, client, generator):
                 return known[idx], known_targets[idx]
@@ -495,9 +500,8 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
         x_train = encoder.encode(train.texts)  # by the fine-tuned encoder
     x_eval = torch.from_numpy(encoder.encode(evaluation.texts))
     sent = defense.hide_inference(x_eval, torch_generator(seed, "client-inference"))
-    if known is None:  # the training split hidden once as its batches are: the known pairs learning attacks get
-        known, known_targets = release_like_training(defense, torch.from_numpy(x_train), y_all, config.batch_size,
-                                                     torch_generator(seed, "client-release-train"))
+    if known is None:  # re-hidden every epoch, or encoded by a fine-tuned encoder: released once, after training
+        known, known_targets = release_once(x_train)
     if config.mode == "frozen" and hasattr(server, "fit_probe"):
         # the probe trains on the training split hidden once as its batches are (``known``, with mixed targets);
         # predict_hidden then gives its predictions of the hidden evaluation representations beside the head's

@@ -110,8 +110,13 @@ def _std(values) -> float:
 
 
 def summarize(store: ResultStore) -> tuple[Path, int, list[CorruptLine]]:
-    """Write the leaderboard; returns (path, rows written, corrupt lines skipped)."""
+    """Write the leaderboard; returns (path, rows written, corrupt lines skipped). A store with nothing to read (no
+    cell ran into it) is refused, as ``bench report`` refuses it, rather than given an empty leaderboard."""
+    from bench.core.errors import BenchError
+
     records, problems = store.read()
+    if not records and not problems:
+        raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     table = leaderboard_frame(records)
     from bench.core.files import atomic_writer
 
