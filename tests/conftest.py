@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("BENCH_QUIET", "1")
+os.environ.setdefault("BENCH_RELEASE_STORE_GB", "0")  # no release store shared between tests (a test sets its own)
 
 
 def _share_the_cores_between_workers() -> None:

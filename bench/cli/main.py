@@ -96,17 +96,23 @@ def run(
     check: bool = typer.Option(False, "--check", help="Smoke run on a few examples, one epoch; nothing saved."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON instead of a table."),
     save: bool = typer.Option(True, "--save/--no-save", help="Append the record to the results store."),
+    reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="An attack on a configuration already run reuses its "
+                               "release and utility and runs the attack only (docs/release-store.md); --no-reuse "
+                               "runs it in full."),
     plugin: Optional[List[Path]] = PluginOption,
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Run one cell (or a grid) and append its record to <results>/records/<defense>.jsonl (./bench-results unless
     --results-dir or $BENCH_RESULTS_DIR says otherwise; --results-dir results adds it to the published board)."""
     from bench.core.params import parse_arg_string
+    from bench.engine.reuse import reusing
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
+    from bench.results.release_store import ReleaseStore
     from bench.results.store import ResultStore
 
     _load_plugins(plugin)
     store = ResultStore(results_dir)
+    releases = ReleaseStore.configured()  # a bad size limit, or a file where the store goes, is refused here
     if executor not in ("local", "ray"):
         raise BenchError(f"--executor must be local or ray, got '{executor}'.")
     if grid is None and (executor != "local" or address or dry_run or cell_timeout is not None):
@@ -126,11 +132,12 @@ def run(
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
         if dry_run:
-            _dry_run(grid, store, shard, device, executor, precision)
-        elif executor == "ray":
+            _dry_run(grid, store, shard, device, executor, precision, releases if reuse else None)
+        elif executor == "ray":  # each worker runs its cells in full
             _run_grid_ray(grid, store, device, address, retries, cell_timeout, plugin, precision)
         else:
-            _run_grid(grid, store, shard, device, precision)
+            with reusing(store, reuse, releases):
+                _run_grid(grid, store, shard, device, precision)
         return
     if shard:
         raise BenchError("--shard splits a grid; use it with --grid.")
@@ -146,7 +153,8 @@ def run(
         attack_args=attack_args, training_args=train_args, mode=mode, n_train=n_train, n_eval=n_eval,
         pooling=pooling, device=device, seed=seed, server_args=server_args, precision=precision or "fp32",
     )
-    record = run_cell(spec)
+    with reusing(store, reuse, releases):
+        record = run_cell(spec)
     path = store.append(record) if save else None
     if as_json:
         print(record.model_dump_json(indent=2))
@@ -229,29 +237,36 @@ def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_ti
               highlight=False)
 
 
-def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precision: str | None = None) -> None:
+def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precision: str | None = None,
+             releases=None) -> None:
     from bench.engine.grid import estimate_cells, grid_resources, load_grid, shard_of
+    from bench.engine.reuse import RecordIndex, plan
 
     # nothing runs: a grid that asks for GPUs is planned as its GPU machines will run it, whatever this one has
     here = executor == "local" and not grid_resources(grid)["num_gpus"]
     specs = load_grid(grid, device=device, here=here, precision=precision)
     if shard:
         specs = shard_of(specs, shard)
-    rows = estimate_cells(specs, store.read()[0])
+    records = store.read()[0]
+    local = executor == "local" and releases is not None  # Ray workers run every cell in full
+    index = RecordIndex(records) if local else None
+    rows = estimate_cells(specs, records, (lambda spec: plan(spec, index, releases)) if local else None)
     devices = ", ".join(sorted({str(spec.device) for spec in specs}))
     table = Table(title=f"{plain(grid)}: {len(specs)} cells on {devices} (dry run, nothing runs)", title_justify="left")
-    for column in ("cell", "status", "estimate", "from"):
+    for column in ("cell", "status", "runs", "estimate", "from"):
         table.add_column(column, justify="right" if column == "estimate" else "left")
     for row in rows:
         estimate = "?" if row.seconds is None else f"{row.seconds:.1f} s {row.device}"
-        table.add_row(row.spec.label(), row.status, estimate, row.basis)
+        runs = "" if row.status != "to run" else f"attack only ({row.reuse})" if row.reuse else "in full"
+        table.add_row(row.spec.label(), row.status, runs, estimate, row.basis)
     (out if out.is_terminal else Console(width=200)).print(table)
     todo = [row for row in rows if row.status == "to run"]
     known = [row.seconds for row in todo if row.seconds is not None]
     unknown = len(todo) - len(known)
-    out.print(f"{len(todo)} cells to run, {len(rows) - len(todo)} already recorded; estimated {sum(known):.0f} s of "
-              f"cell time for {len(known)} of them" + (f", no past record for {unknown}" if unknown else ""),
-              highlight=False)
+    reused = sum(1 for row in todo if row.reuse)
+    out.print(f"{len(todo)} cells to run" + (f" ({reused} attack only)" if reused else "") + f", "
+              f"{len(rows) - len(todo)} already recorded; estimated {sum(known):.0f} s of cell time for {len(known)} "
+              f"of them" + (f", no past record for {unknown}" if unknown else ""), highlight=False)
 
 
 def _print_record(record, path) -> None:

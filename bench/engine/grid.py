@@ -275,16 +275,21 @@ class CellEstimate:
     seconds: float | None  # median runtime of the past records it is estimated from; None: none to go by
     device: str  # the device those records ran on (cpu, cuda)
     basis: str  # which records: this configuration, or its task and defense
+    reuse: str = ""  # what a cell to run reuses (bench.engine.reuse.plan: it runs the attack only), or "" (in full)
 
 
-def estimate_cells(specs: Iterable[RunSpec], records: Iterable) -> list[CellEstimate]:
+def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
+                   reuse: Callable[[RunSpec], str] | None = None) -> list[CellEstimate]:
     """Each cell's status and time estimate, read from stored ``records`` (``ResultStore.read()``); nothing runs.
 
     The estimate is the median ``runtime_s`` of the stored records of the same configuration (config hash, any
     seed) on the cell's device; for a cell with server options (a pretraining budget, an adaptation), else of the
     same task, defense and server options, else of the same task and server options (they set the server's main
     work: 6,400 pretraining steps take dozens of times as long as 200, whatever the defense); else of the same task and
-    defense on that device, else on any device (labelled with that device), else unknown.
+    defense on that device, else on any device (labelled with that device), else unknown. Records that reused
+    another run's server part (``notes.reused_from``) count only for cells that ``reuse`` says will reuse one: those
+    are estimated from such records of the same task, defense and attack, else of the same task and attack, else
+    by the attack's own time in past records of the same task, defense and attack (``notes.attack_s``).
     """
     import statistics
 
@@ -296,22 +301,40 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable) -> list[CellEsti
     pools: dict[tuple, list] = {}
     for r in records:
         device = str(r.hardware.get("device", r.spec.get("device", "cpu"))).split(":")[0]
-        task, defense, server = r.spec["task"], r.spec["defense"], server_key(r.spec.get("server"))
-        for key in (("config", r.config_hash), ("pair", task, defense), ("server", task, defense, server),
-                    ("task-server", task, server)):
+        task, defense, server, attack = r.spec["task"], r.spec["defense"], server_key(r.spec.get("server")), \
+            r.spec.get("attack")
+        notes = getattr(r, "notes", {}) or {}
+        if "reused_from" in notes:
+            keys = (("reuse", task, defense, attack), ("reuse-attack", task, attack))
+        else:
+            keys = (("config", r.config_hash), ("pair", task, defense), ("server", task, defense, server),
+                    ("task-server", task, server))
+        for key in keys:
             pools.setdefault(key, []).append((device, r.runtime_s))
+        if isinstance(notes.get("attack_s"), (int, float)):
+            pools.setdefault(("attack", task, defense, attack), []).append((device, notes["attack_s"]))
     rows = []
     for spec in specs:
         device = spec.device.split(":")[0]
         status = "recorded" if cell_key(spec) in done else "to run"
         seconds, used, basis = None, device, "no past record"
         server = server_key(spec.server)
-        levels = [(("config", spec.config_hash()), "this configuration", False)]
-        if spec.server:
-            levels += [(("server", spec.task, spec.defense, server), "its task, defense and server options", False),
-                       (("task-server", spec.task, server), "its task and server options", False)]
-        levels += [(("pair", spec.task, spec.defense), "its task and defense", False),
-                   (("pair", spec.task, spec.defense), "its task and defense", True)]
+        reused = reuse(spec) if reuse is not None and status == "to run" else ""
+        if reused:
+            basis = "no past record of the attack alone"
+            levels = [(("reuse", spec.task, spec.defense, spec.attack), "attack-only runs of its task, defense and "
+                       "attack", False),
+                      (("reuse-attack", spec.task, spec.attack), "attack-only runs of its task and attack", False),
+                      (("attack", spec.task, spec.defense, spec.attack), "the attack's time in runs of its task, "
+                       "defense and attack", False)]
+            levels.append((levels[-1][0], levels[-1][1], True))
+        else:
+            levels = [(("config", spec.config_hash()), "this configuration", False)]
+            if spec.server:
+                levels += [(("server", spec.task, spec.defense, server), "its task, defense and server options",
+                            False), (("task-server", spec.task, server), "its task and server options", False)]
+            levels += [(("pair", spec.task, spec.defense), "its task and defense", False),
+                       (("pair", spec.task, spec.defense), "its task and defense", True)]
         for key, label, any_device in levels:
             times = [(d, t) for d, t in pools.get(key, []) if any_device or d == device]
             if times:
@@ -319,5 +342,5 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable) -> list[CellEsti
                 seconds = statistics.median(t for d, t in times if d == used)
                 basis = f"{label} ({sum(1 for d, _ in times if d == used)} records)"
                 break
-        rows.append(CellEstimate(spec, status, seconds, used, basis))
+        rows.append(CellEstimate(spec, status, seconds, used, basis, reused))
     return rows

@@ -47,6 +47,9 @@ class CellContext:
     data: TaskData
     training: Any  # bench.models.training.TrainingConfig
     options: Any  # bench.engine.server_options.ServerOptions
+    # the client's part alone: the server neither trains nor predicts, the output has no utility (bench.engine.reuse
+    # regenerates a release so; the token and frozen representation protocols honour it)
+    client_only: bool = False
 
     @functools.cached_property
     def encoder(self):
@@ -202,12 +205,15 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
     eval_mechanism = IdentityTokens() if original_eval else mechanism
     eval_release = regroup_eval(space.render(eval_mechanism.privatize(eval_ids, space, numpy_generator(seed,
                                                                                                       "client-eval"))))
-    server.fit_tokens(train_release, task.token_labels(train_texts, train_labels, server.encoder))
-    predictions = task.task_predictions(server.predict_tokens(eval_release), eval_texts, server.encoder)
-    found = getattr(server, "probe_predictions", None)
-    probe = _probe_scores(task, server, None if found is None else task.task_predictions(found, eval_texts,
-                                                                                         server.encoder),
-                          eval_labels, notes)
+    utility, probe = {}, {}
+    if not context.client_only:  # the server's part: the release above never depends on it
+        server.fit_tokens(train_release, task.token_labels(train_texts, train_labels, server.encoder))
+        predictions = task.task_predictions(server.predict_tokens(eval_release), eval_texts, server.encoder)
+        found = getattr(server, "probe_predictions", None)
+        probe = _probe_scores(task, server, None if found is None else task.task_predictions(found, eval_texts,
+                                                                                             server.encoder),
+                              eval_labels, notes)
+        utility = task.score(predictions, eval_labels)
     kind = mechanism.release_kind
     if original_eval:
         release = Release(kind, train_release, owners=np.arange(len(train_release)),
@@ -243,8 +249,7 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
             release.span_prior = span_prior(regroup_eval(eval_ids), eval_texts,
                                             non_overlapping_spans(task, context.data, "eval"),
                                             server.encoder.tokenizer, server.encoder.max_length)
-    return CellOutput(task.score(predictions, eval_labels), {kind: release}, notes, server.encoder,
-                      truth_spans=truth_spans, probe=probe)
+    return CellOutput(utility, {kind: release}, notes, server.encoder, truth_spans=truth_spans, probe=probe)
 
 
 def _probe_scores(task, server, found, labels, notes: dict) -> dict[str, float]:
@@ -473,6 +478,8 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
                                      torch_generator(seed, "client-release-train"))
 
     known = None
+    if context.client_only and config.mode != "frozen":
+        raise BenchError("a fine-tuned encoder's release depends on the server's training: run the cell in full.")
     if config.mode == "frozen":
         x_train = encoder.encode(train.texts)
         x_all = torch.from_numpy(x_train)
@@ -484,7 +491,8 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
 
             def batch(idx, client, generator):
                 return known[idx], known_targets[idx]
-        server.fit_hidden(HiddenBatches(len(train), x_train.shape[1], y_train.shape[1], shards, batch))
+        if not context.client_only:
+            server.fit_hidden(HiddenBatches(len(train), x_train.shape[1], y_train.shape[1], shards, batch))
     else:
         texts = train.texts
 
@@ -502,14 +510,15 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
     sent = defense.hide_inference(x_eval, torch_generator(seed, "client-inference"))
     if known is None:  # re-hidden every epoch, or encoded by a fine-tuned encoder: released once, after training
         known, known_targets = release_once(x_train)
-    if config.mode == "frozen" and hasattr(server, "fit_probe"):
-        # the probe trains on the training split hidden once as its batches are (``known``, with mixed targets);
-        # predict_hidden then gives its predictions of the hidden evaluation representations beside the head's
-        server.fit_probe(known.numpy(), known_targets.numpy())
-    utility = context.task.score(server.predict_hidden(sent), evaluation.labels)
-    probe_notes: dict[str, Any] = {}
-    probe = _probe_scores(context.task, server, getattr(server, "probe_predictions", None), evaluation.labels,
-                          probe_notes)
+    utility, probe, probe_notes = {}, {}, {}
+    if not context.client_only:  # the server's part: the releases below never depend on it when frozen
+        if config.mode == "frozen" and hasattr(server, "fit_probe"):
+            # the probe trains on the training split hidden once as its batches are (``known``, with mixed
+            # targets); predict_hidden then gives its predictions of the hidden evaluation representations
+            server.fit_probe(known.numpy(), known_targets.numpy())
+        utility = context.task.score(server.predict_hidden(sent), evaluation.labels)
+        probe = _probe_scores(context.task, server, getattr(server, "probe_predictions", None), evaluation.labels,
+                              probe_notes)
     mechanism = defense.representation_mechanism()
     observed, _ = release_like_training(defense, x_eval, torch.from_numpy(y_eval), config.batch_size,
                                         torch_generator(seed, "client-release"))

@@ -173,9 +173,9 @@ def _check_release_once(defense: str, defense_obj, mode: str) -> None:
                          "or use one client.")
 
 
-def run_defense(spec: RunSpec):
-    """The client and server part of a cell: ``(context, output, attacked kind, protocol)``."""
-    from bench.engine.protocols import CellContext, run_protocol
+def cell_context(spec: RunSpec, client_only: bool = False):
+    """A cell before anything runs: ``(context, defense, attacked kind, protocol)``, its data loaded."""
+    from bench.engine.protocols import CellContext
     from bench.engine.server_options import ServerOptions
     from bench.models.training import TrainingConfig
 
@@ -186,8 +186,17 @@ def run_defense(spec: RunSpec):
     protocol = choose_protocol(type(defense), type(task).protocols, wanted)
     data = task.load(spec.n_train, spec.n_eval, spec.seed)
     training = TrainingConfig(**spec.training)
-    context = CellContext(spec, task, data, training, ServerOptions(**spec.server))
-    return context, run_protocol(protocol, defense, context, task.server(spec, training)), wanted, protocol
+    return CellContext(spec, task, data, training, ServerOptions(**spec.server), client_only), defense, wanted, protocol
+
+
+def run_defense(spec: RunSpec, client_only: bool = False):
+    """The client and server part of a cell: ``(context, output, attacked kind, protocol)``; ``client_only``: the
+    client's part alone (no utility; ``CellContext.client_only``)."""
+    from bench.engine.protocols import run_protocol
+
+    context, defense, wanted, protocol = cell_context(spec, client_only)
+    return context, run_protocol(protocol, defense, context, context.task.server(spec, context.training)), wanted, \
+        protocol
 
 
 def majority_reference(task, data) -> dict[str, Any]:
@@ -220,11 +229,13 @@ def run_cell(spec: RunSpec) -> ResultRecord:
 def _run_cell(spec: RunSpec) -> ResultRecord:
     from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
     from bench.core.seeding import numpy_generator
+    from bench.engine import reuse  # it builds cells with this module's functions
     from bench.engine.provenance import hardware, versions
 
     started = time.perf_counter()
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
-    context, output, wanted, protocol = run_defense(spec)
+    reused = reuse.prepare(spec)  # a recorded configuration's release and utility, when reuse is on and fits
+    context, output, wanted, protocol = reused.cell or run_defense(spec)
     task, data = context.task, context.data
     utility = check_values(f"task '{spec.task}'", task.metrics, output.utility)
     metrics = {f"utility/{name}": value for name, value in utility.items()}
@@ -235,6 +246,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     directions.update({f"utility/{m.name}": m.higher_is_better for m in probe_metrics(task.metrics)})
     notes = dict(data.notes, **output.notes)
     notes.update(majority_reference(task, data))
+    kept = reuse.before_attack(spec, output, wanted)  # the release's digest, before an attack can touch it
 
     if attack_cls is not None:
         attack = build_component(attack_cls, spec.attack_args)
@@ -262,8 +274,9 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         notes["attacked_rows"] = int(len(release.owners))
         notes["attack_corpus_size"] = len(corpus)
     notes["protocol"] = protocol
+    notes.update(kept.notes(reused))  # release_digest, attack_s; reused_from and what was reused
 
-    return ResultRecord(
+    record = ResultRecord(
         run_id=uuid.uuid4().hex,
         config_hash=spec.config_hash(),
         seed=spec.seed,
@@ -279,6 +292,8 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         hardware=hardware(spec.device),
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
+    kept.keep(record, output, reused)  # into the release store, for the next attack on this configuration
+    return record
 
 
 def component_versions(spec: RunSpec) -> str:
