@@ -187,6 +187,8 @@ def pack(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     stored without pickle (objects, object arrays)."""
     if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":  # a number in JSON, with its dtype
+        return {"$scalar": value.dtype.str, "value": value.item()}
     if isinstance(value, (np.ndarray, np.generic)):
         array = np.asarray(value)
         if array.dtype.hasobject:
@@ -200,9 +202,12 @@ def pack(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         return {"$tuple": [pack(v, arrays) for v in value]}
     if isinstance(value, list):
         if len(value) > 1 and all(isinstance(v, np.ndarray) and not v.dtype.hasobject for v in value) and \
-                len({(v.dtype.str, v.shape[1:]) for v in value}) == 1 and value[0].ndim:
+                len({(v.dtype.str, v.shape[1:]) for v in value}) == 1 and value[0].ndim:  # one array and lengths
             return {"$ragged": pack(np.concatenate(value), arrays),
                     "lengths": pack(np.array([len(v) for v in value], dtype=np.int64), arrays)}
+        if len(value) > 1 and all(isinstance(v, tuple) and len(v) == len(value[0]) > 0 for v in value) and \
+                all(isinstance(x, np.ndarray) for v in value for x in v):  # pairs of arrays: one list per member
+            return {"$zip": [pack([v[i] for v in value], arrays) for i in range(len(value[0]))]}
         return [pack(v, arrays) for v in value]
     if isinstance(value, dict):
         return {"$dict": [[pack(k, arrays), pack(v, arrays)] for k, v in value.items()]}
@@ -215,6 +220,10 @@ def unpack(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         return [unpack(v, arrays) for v in value]
     if not isinstance(value, dict):
         return value
+    if "$scalar" in value:
+        return np.array(value["value"], dtype=np.dtype(value["$scalar"]))[()]
+    if "$zip" in value:
+        return list(zip(*(unpack(v, arrays) for v in value["$zip"])))
     if "$array" in value:
         array = arrays[value["$array"]]
         return array[()] if value["scalar"] else array

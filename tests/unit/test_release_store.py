@@ -192,10 +192,11 @@ def test_bad_store_settings_are_one_sentence_and_exit_2(tiny_data, tmp_path, mon
 
 
 def test_values_round_trip_without_pickle():
-    value = {"ids": [np.arange(3), np.arange(5, 7)], "pairs": [(np.ones((2, 3), np.float32), np.zeros((1, 3),
-                                                                                                       np.float32))],
+    pair = (np.ones((2, 3), np.float32), np.zeros((1, 3), np.float32))
+    value = {"ids": [np.arange(3), np.arange(5, 7)], "pairs": [pair, pair[::-1], (np.arange(2), np.arange(1))],
              ("PER", 1): [(0, np.int64(2), 4, "PER")], "text": ["a", ("b", "c")], "nan": math.nan, "none": None,
-             "scalar": np.float32(0.5), "flag": True, "one": [np.arange(4)]}
+             "scalar": np.float32(0.1), "flag": True, "one": [np.arange(4)], "yes": np.bool_(True), "empty": [(), ()],
+             "ragged": [np.zeros((0, 3)), np.ones((2, 3))]}
     arrays: dict = {}
     skeleton = json.loads(json.dumps(pack(value, arrays)))
     buffer = io.BytesIO()
@@ -205,7 +206,11 @@ def test_values_round_trip_without_pickle():
         back = unpack(skeleton, {name: archive[name] for name in archive.files})
     assert reuse.value_digest(back) == reuse.value_digest(value)
     assert isinstance(back[("PER", 1)][0][1], np.int64) and isinstance(back["text"][1], tuple)
-    assert math.isnan(back["nan"]) and back["scalar"].dtype == np.float32
+    assert math.isnan(back["nan"]) and back["scalar"] == np.float32(0.1) and back["scalar"].dtype == np.float32
+    assert back["empty"] == [(), ()] and isinstance(back["pairs"][2], tuple) and back["yes"] is np.bool_(True)
+    many: dict = {}
+    pack([pair] * 500, many)  # a release of sentence pairs: one array and its lengths per member, not 1,000 arrays
+    assert len(many) == 4
     with pytest.raises(TypeError):
         pack(object(), {})
     with pytest.raises(TypeError):
