@@ -5,9 +5,10 @@ server options, sizes, seed, device, precision) is already known runs only the a
 
 1. from the release store (``bench.results.release_store``): the release the earlier run made and its utility and
    notes, used when the release's digest matches the one stored with it;
-2. else from a record of that configuration in the results store (same seed, same task and defense versions): the
-   client's part alone runs again (``CellContext.client_only``: the server neither trains nor predicts), its release
-   is checked against the record's ``release_digest`` when the record has one, and the record's utility is taken.
+2. else from a record of that configuration in the results store (same seed, task and defense versions, data and
+   encoder, and every utility metric a full run records): the client's part alone runs again
+   (``CellContext.client_only``: the server neither trains nor predicts), its release is checked against the
+   record's ``release_digest`` when the record has one, and the record's utility is taken.
 
 Only releases of frozen token and sentence-representation protocols qualify: their data never depends on the
 server's training (tokens: the client privatizes before the server sees anything; representations: the frozen
@@ -39,6 +40,7 @@ import numpy as np
 import bench
 from bench.core.errors import BenchError
 from bench.core.metrics import PROBE_PREFIX
+from bench.core.params import build_component
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.releases import GradientRelease, PredictionAccess, Release, ReleaseKind
 from bench.core.spec import RunSpec
@@ -57,7 +59,7 @@ SERVER_NOTES = ("probe", "probe_iterations")  # the notes these protocols' serve
 class Reuse:
     """Reuse for the cells run inside ``reusing``: where recorded configurations and stored releases are."""
 
-    results: ResultStore | None  # recorded configurations, read once when first needed
+    results: ResultStore | None  # recorded configurations, read when first needed and when its files change
     releases: ReleaseStore | None  # None: the store is off (BENCH_RELEASE_STORE_GB=0)
     lookup: bool = True  # False (--no-reuse): every cell runs in full, and the store is still filled
     _index: tuple = field(default=((), None), repr=False)  # (the records files' sizes and times, RecordIndex)
@@ -142,9 +144,13 @@ class RecordIndex:
         and protocol, preferring one whose release digest can check this cell's release; None if there is none."""
         task_version, defense_version, _ = runner.component_versions(spec).split(" ")
         best, best_rank = None, None
-        for other, record in self._by_config.get((base_config(_plain(spec.to_dict())), spec.seed), []):
+        candidates = self._by_config.get((base_config(_plain(spec.to_dict())), spec.seed), [])
+        probe = bool(candidates) and expects_probe(spec)
+        for other, record in candidates:
             if (record.versions.get("task"), record.versions.get("defense")) != (task_version, defense_version):
                 continue
+            if probe and not any(k.startswith(f"utility/{PROBE_PREFIX}") for k in record.metrics):
+                continue  # older than the probe: a full run records more utility metrics than it holds
             kind = _attacked_kind(other)
             if kind is False or _protocol_of(other, record, kind) != found.protocol:
                 continue
@@ -152,6 +158,15 @@ class RecordIndex:
             if best_rank is None or rank > best_rank:
                 best, best_rank = (record, kind == found.kind), rank
         return best
+
+
+def expects_probe(spec: RunSpec) -> bool:
+    """Whether a full run of the cell records the probe's utility metrics (a frozen server of a family that fits
+    it beside its head: ``bench.models.probe``)."""
+    from bench.models.training import TrainingConfig
+
+    task = build_component(TASKS.get(spec.task), {})
+    return hasattr(task.server(spec, TrainingConfig(**spec.training)), "probe")
 
 
 def _plain(value: Any) -> Any:
@@ -260,9 +275,14 @@ def _from_store(spec: RunSpec, found: Target, releases: ReleaseStore) -> Prepare
 
 
 def _regenerated(spec: RunSpec, found: Target, record, comparable: bool, why: list[str]) -> Prepared:
-    context, output, wanted, protocol = runner.run_defense(spec, client_only=True)
+    context, defense, wanted, protocol = runner.cell_context(spec, client_only=True)
     if record.data_hash != context.data.data_hash():
         raise Unusable("the task's data differ from the data it ran on")
+    utility, probe = _recorded_utility(context.task, record)
+    server = context.task.server(spec, context.training)
+    if hasattr(server, "probe") and not probe:  # as expects_probe: the server fits the probe beside its head
+        raise Unusable("it predates the probe, whose utility/probe_* metrics a full run records")
+    output = protocols.run_protocol(protocol, defense, context, server)  # the client's part alone
     encoder = output.encoder or context.encoder
     if record.versions.get("encoder") != f"{spec.encoder}@{encoder.revision}":
         raise Unusable(f"it ran with encoder {record.versions.get('encoder')}")
@@ -270,7 +290,7 @@ def _regenerated(spec: RunSpec, found: Target, record, comparable: bool, why: li
     recorded = record.notes.get("release_digest") if comparable else None
     if recorded is not None and recorded != digest:
         raise Unusable("the client's part made another release than the recorded one (its digest differs)")
-    output.utility, output.probe = _recorded_utility(context.task, record)
+    output.utility, output.probe = utility, probe
     output.notes.update({k: record.notes[k] for k in SERVER_NOTES if k in record.notes})
     run_id = _origin(record)
     check = "it matches the recorded release digest" if recorded else "no recorded digest of this release to check"

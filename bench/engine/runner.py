@@ -174,7 +174,8 @@ def _check_release_once(defense: str, defense_obj, mode: str) -> None:
 
 
 def cell_context(spec: RunSpec, client_only: bool = False):
-    """A cell before anything runs: ``(context, defense, attacked kind, protocol)``, its data loaded."""
+    """A cell before anything runs: ``(context, defense, attacked kind, protocol)``, its data loaded; ``client_only``:
+    for the client's part alone (``CellContext.client_only``)."""
     from bench.engine.protocols import CellContext
     from bench.engine.server_options import ServerOptions
     from bench.models.training import TrainingConfig
@@ -189,12 +190,11 @@ def cell_context(spec: RunSpec, client_only: bool = False):
     return CellContext(spec, task, data, training, ServerOptions(**spec.server), client_only), defense, wanted, protocol
 
 
-def run_defense(spec: RunSpec, client_only: bool = False):
-    """The client and server part of a cell: ``(context, output, attacked kind, protocol)``; ``client_only``: the
-    client's part alone (no utility; ``CellContext.client_only``)."""
+def run_defense(spec: RunSpec):
+    """The client and server part of a cell: ``(context, output, attacked kind, protocol)``."""
     from bench.engine.protocols import run_protocol
 
-    context, defense, wanted, protocol = cell_context(spec, client_only)
+    context, defense, wanted, protocol = cell_context(spec)
     return context, run_protocol(protocol, defense, context, context.task.server(spec, context.training)), wanted, \
         protocol
 

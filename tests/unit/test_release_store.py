@@ -122,6 +122,21 @@ def test_a_regenerated_release_unlike_the_recorded_one_runs_the_cell_in_full(tin
     assert "its digest differs" in second.notes["reuse"] and second.notes["reuse"].endswith("ran in full")
 
 
+def test_a_record_older_than_the_probe_is_not_reused(tiny_data, stores, trainings):
+    results, _ = stores
+    first = recorded_first(stores)
+    metrics = {k: v for k, v in first.metrics.items() if not k.startswith("utility/probe_")}
+    older = ResultStore(results.root.parent / "older")
+    older.append(first.model_copy(update={"metrics": metrics}))
+    spec = make_spec(**CELL, **SECOND)
+    assert reuse.plan(spec, reuse.RecordIndex(older.read()[0]), None) == ""
+    assert reuse.plan(spec, reuse.RecordIndex(results.read()[0]), None) == "regenerated release"
+    with reuse.reusing(older, releases=None):
+        second = run_cell(spec)
+    assert trainings == ["SentenceServer"] * 2 and "reused_from" not in second.notes
+    assert "utility/probe_accuracy" in second.metrics
+
+
 def test_no_reuse_runs_in_full_and_fills_the_store(tiny_data, stores, trainings):
     results, releases = stores
     recorded_first(stores)
