@@ -14,6 +14,7 @@ import altair as alt
 import pandas as pd
 
 from bench.results.leaderboard import ci95_half_width
+from dashboard.charts import OKABE_ITO
 from dashboard.sweeps import parse_args, varying_arguments, with_settings
 
 MATCH = ["task", "encoder", "defense", "attack", "attack_args", "mode", "n_train", "n_eval", "metric"]
@@ -84,7 +85,7 @@ def gain_chart(gains: pd.DataFrame, parameter: str) -> alt.Chart:
     x = alt.X("value:Q", title=parameter, scale=alt.Scale(type="log"))
     lines = alt.Chart(data).mark_line(point=True).encode(
         x=x, y=alt.Y("gain:Q", title="utility gained by adaptation"),
-        color=alt.Color("objective:N", title="objective"),
+        color=alt.Color("objective:N", title="objective", scale=alt.Scale(range=OKABE_ITO)),
         tooltip=["objective", "mechanism", "adapted", "unadapted", "gain", "gain_n", "gain_ci95"])
     zero = alt.Chart(pd.DataFrame({"gain": [0.0]})).mark_rule(strokeDash=[6, 4], color="gray").encode(y="gain:Q")
     return (lines + zero).properties(height=320)

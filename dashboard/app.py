@@ -2,10 +2,12 @@
 
 Run with ``bench dashboard``. Two sources: your runs (``$BENCH_RESULTS_DIR``, else ``./bench-results``, where
 ``bench run`` writes) and the published board (the checkout's committed ``results/``); the sidebar switches
-between them. The board is built from ``<results>/records/*.jsonl`` (a folder with only ``leaderboard.csv``
-is read from that, without provenance); the other tabs read ``<results>/analysis/deniability-*.json`` and
-``<results>/reproduction/*.json``. Data are read once per change of the files (``st.cache_data``); the
-view's state (source, task, attack, view, metrics, row) is kept in the URL.
+between them, and shows your runs beside the published board on one leaderboard (the default when
+``./bench-results`` has runs). The board is built from ``<results>/records/*.jsonl`` (a folder with only
+``leaderboard.csv`` is read from that, without provenance); the other tabs read
+``<results>/analysis/deniability-*.json`` and ``<results>/reproduction/*.json``. Data are read once per change of
+the files (``st.cache_data``); every filter is kept per source and task, so switching either never carries another
+board's choices over; the view's state (source, task, attack, view, metrics, row) is kept in the URL.
 """
 
 from __future__ import annotations
@@ -14,32 +16,32 @@ import json
 import os
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.store import ResultStore, default_results_dir, published_results_dir
 from bench.results.views import (
-    axis_title,
+    defense_order,
     direction,
     display_columns,
     headline_metrics,
     is_test_encoder,
+    majority_by_config,
+    mark_utility_signal,
     ranked,
     short,
 )
 from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
+from dashboard.charts import YOURS, scatter
 from dashboard.deniability import render_deniability
 from dashboard.markdown import literal
 from dashboard.reproduction import render_reproduction
 from dashboard.sweeps import sweep_chart, sweeps
 
 PUBLISHED = published_results_dir().resolve()  # the checkout's committed board
-# one colour per defense on every chart (Tableau 20, assigned in name order over the whole board)
-PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
-           "#bab0ac", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#393b79"]
+SCOPES = {YOURS: "yours", "published": "published"}  # a source's name in widget keys and the URL
+TEXT_COLUMNS = ("arguments", "server", "attack args")  # shown whole: settings can differ only at their end
 VIEWS = ["Privacy vs utility", "Sweeps", "Adaptation"]
 
 
@@ -106,30 +108,40 @@ def sources() -> dict[str, Path]:
     return {f"your runs ({yours})": yours, f"published ({PUBLISHED.name}/ of this checkout)": PUBLISHED}
 
 
-def choose_source() -> Path:
+def choose_source() -> tuple[Path, bool]:
+    """The chosen results folder, and whether the leaderboard shows the published board beside it (your runs
+    only; on by default when ``./bench-results`` has runs, off when a folder was named)."""
     found = sources()
     labels = list(found)
     yours = found[labels[0]]
     explicit = "BENCH_RESULTS_DIR" in os.environ
-    fallback = labels[0] if explicit or _stamp(yours) or len(labels) == 1 else labels[1]
+    has_runs = bool(_stamp(yours))
+    fallback = labels[0] if explicit or has_runs or len(labels) == 1 else labels[1]
     names = {"yours": labels[0], "published": labels[-1]}
     default = names.get(st.query_params.get("source", ""), fallback)
     label = st.sidebar.radio("results", labels, index=labels.index(default), key="source")
     to_url(source=None if label == fallback else "yours" if label == labels[0] else "published")
-    return found[label]
+    beside = usual = False
+    if len(labels) > 1 and label == labels[0]:
+        usual = has_runs and not explicit
+        wanted = {"1": True, "0": False}.get(st.query_params.get("beside", ""), usual)
+        beside = st.sidebar.checkbox("beside the published board", value=wanted, key="beside",
+                                     help="your runs and the published board on one leaderboard (ringed: yours)")
+    to_url(beside=None if beside == usual else int(beside))
+    return found[label], beside
 
 
 def main() -> None:
     """The page: the leaderboard, plausible deniability and paper-vs-ours tabs."""
     st.set_page_config(page_title="Text privacy leaderboard", layout="wide")
     st.title("Privacy-utility leaderboard")
-    root = choose_source()
+    root, beside = choose_source()
     # only the open tab runs (a widget change re-renders one view, not three); the tab is kept in the URL
     board_tab, deniability_tab, paper_tab = st.tabs(["Leaderboard", "Plausible deniability", "Paper vs ours"],
                                                     key="tab", on_change="rerun", bind="query-params")
     if board_tab.open:
         with board_tab:
-            leaderboard(root)
+            leaderboard(root, beside)
     if deniability_tab.open:
         with deniability_tab:
             render_deniability(root)
@@ -138,50 +150,74 @@ def main() -> None:
             render_reproduction(root)
 
 
-def colours(board: pd.DataFrame) -> alt.Scale:
-    """The fixed defense -> colour scale of every chart."""
-    names = sorted(board["defense"].unique())
-    return alt.Scale(domain=names, range=[PALETTE[i % len(PALETTE)] for i in range(len(names))])
-
-
 def default_task(board: pd.DataFrame) -> str:
     """The task with the most configurations (SST-2 on the published board)."""
     counts = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable")
     return counts.index[0]
 
 
-def leaderboard(root: Path) -> None:
-    """Filters, then one view: privacy against utility with the ranked table and provenance, sweeps or
-    adaptation."""
-    board, seeds, raw, problems = load(str(root), _stamp(root))
+def source_name(root: Path) -> str:
+    return "published" if Path(root).resolve() == PUBLISHED else YOURS
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def load_sources(key: tuple) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict, list[str]]:
+    """``load`` of each (name, root, stamp) in ``key``, with a ``source`` column: (board, per-seed values, raw
+    records by config hash, majority-class utility by config hash, problems). Beside the published board, your
+    runs' config hashes read ``yours:<hash>``, so a setting both hold stays two rows with their own records."""
+    boards, seed_frames, raw, problems = [], [], {}, []
+    for name, root, stamp in key:
+        board, seeds, records, issues = load(root, stamp)
+        problems += issues
+        if board.empty:
+            continue
+        prefix = f"{SCOPES[name]}:" if len(key) > 1 and name == YOURS else ""
+        boards.append(board.assign(source=name, config_hash=prefix + board["config_hash"].astype(str)))
+        if not seeds.empty:
+            seed_frames.append(seeds.assign(source=name, config_hash=prefix + seeds["config_hash"].astype(str)))
+        raw.update({prefix + config: rows for config, rows in records.items()})
+    board = pd.concat(boards, ignore_index=True) if boards else pd.DataFrame()
+    seeds = pd.concat(seed_frames, ignore_index=True) if seed_frames else pd.DataFrame()
+    majority = majority_by_config((config, r.get("notes")) for config, rows in raw.items() for r in rows)
+    return board, seeds, raw, majority, problems
+
+
+def leaderboard(root: Path, beside: bool) -> None:
+    """Filters (kept per source and task), then one view: privacy against utility with the ranked table and
+    provenance, sweeps or adaptation."""
+    shown_sources = ((YOURS, root), ("published", PUBLISHED)) if beside else ((source_name(root), root),)
+    key = tuple((name, str(path), _stamp(Path(path))) for name, path in shown_sources)
+    board, seeds, raw, _, problems = load_sources(key)
     for problem in problems:
         st.warning(literal(problem))
     if board.empty:
         st.info(f"No records in {literal(root)}: run `bench run ...` (records go to {literal(root / 'records')}); "
                 "`bench summarize` writes the leaderboard CSV.")
         return
+    scope = "+".join(SCOPES[name] for name, _ in shown_sources)  # every widget's state is kept per source
     sidebar = st.sidebar
     sidebar.header("Filters")
     tasks = sorted(board["task"].unique())
-    task = pick("task", tasks, default_task(board), "task", "task", sidebar)
+    task = pick("task", tasks, default_task(board), f"task:{scope}", "task", sidebar)
     on_task = board[board["task"] == task]
     attacks_known = sorted(a for a in on_task["attack"].unique() if a)
     if not attacks_known:
         st.info(f"No attacked cells on {literal(task)}: run a cell with `--attack`.")
         return
     busiest = on_task[on_task["attack"] != ""].groupby("attack")["config_hash"].nunique().idxmax()
-    attack = pick("attack", attacks_known, busiest, f"attack:{task}", "attack", sidebar)
+    where = f"{scope}:{task}"
+    attack = pick("attack", attacks_known, busiest, f"attack:{where}", "attack", sidebar)
     encoders_all = sorted(on_task["encoder"].unique())
     tests = [e for e in encoders_all if is_test_encoder(e)]
     show_tests = bool(tests) and (len(tests) == len(encoders_all) or sidebar.checkbox(
-        f"show test encoders ({len(tests)}: mock-*)", value=False, key=f"mocks:{task}"))
+        f"show test encoders ({len(tests)}: mock-*)", value=False, key=f"mocks:{where}"))
     encoders_known = [e for e in encoders_all if show_tests or not is_test_encoder(e)]
     encoders = sidebar.multiselect("encoder", encoders_known, default=encoders_known,
-                                   key=f"encoder:{task}:{show_tests}")
+                                   key=f"encoder:{where}:{show_tests}")
     defenses_known = sorted(on_task["defense"].unique())
-    defenses = sidebar.multiselect("defense", defenses_known, default=defenses_known, key=f"defense:{task}")
+    defenses = sidebar.multiselect("defense", defenses_known, default=defenses_known, key=f"defense:{where}")
     modes_known = sorted(on_task["mode"].unique())
-    modes = sidebar.multiselect("mode", modes_known, default=modes_known, key=f"mode:{task}")
+    modes = sidebar.multiselect("mode", modes_known, default=modes_known, key=f"mode:{where}")
     shown = on_task[on_task["encoder"].isin(encoders) & on_task["defense"].isin(defenses) & on_task["mode"].isin(modes)]
     if shown.empty:
         st.info("No results match these filters.")
@@ -191,43 +227,44 @@ def leaderboard(root: Path) -> None:
     view = st.radio("view", views, index=views.index(from_url("view", views, views[0])), horizontal=True,
                     key="view", label_visibility="collapsed")
     to_url(view=view if view != views[0] else None)
-    cache_key = (str(root), _stamp(root), (tuple(encoders), tuple(defenses), tuple(modes)))
+    cache_key = (key, (tuple(encoders), tuple(defenses), tuple(modes)))
     if view == "Sweeps":
-        render_sweeps(task, attack, cache_key)
+        render_sweeps(task, attack, cache_key, where)
     elif view == "Adaptation":
         render_adaptation(shown, seeds, task)
     else:
-        privacy_view(shown, board, seeds, raw, task, attack, cache_key)
+        privacy_view(shown, board, seeds, raw, task, attack, cache_key, where)
 
 
-def _filtered(root: str, stamp: tuple, task: str, filters: tuple) -> pd.DataFrame:
-    board = load(root, stamp)[0]
+def _filtered(key: tuple, task: str, filters: tuple) -> pd.DataFrame:
+    board = load_sources(key)[0]
     encoders, defenses, modes = filters
     return board[(board["task"] == task) & board["encoder"].isin(encoders) & board["defense"].isin(defenses)
                  & board["mode"].isin(modes)]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def ranked_and_chart(root: str, stamp: tuple, task: str, filters: tuple, attack: str, utility: str,
+def ranked_and_chart(key: tuple, task: str, filters: tuple, attack: str, utility: str,
                      privacy: str) -> tuple[pd.DataFrame, dict | None]:
-    """The ranked table and the scatter's Vega-Lite spec of one view, computed once per view and data change
-    (building and validating the layered chart is most of a re-render otherwise)."""
-    board, _, raw, _ = load(root, stamp)
-    table = ranked(_filtered(root, stamp, task, filters), task, attack, utility, privacy)
+    """The ranked table (with whether each cell's utility beats the majority class) and the scatter's Vega-Lite
+    spec of one view, computed once per view and data change (building and validating the layered chart is most
+    of a re-render otherwise)."""
+    board, _, _, majority, _ = load_sources(key)
+    up = direction(board)
+    table = ranked(_filtered(key, task, filters), task, attack, utility, privacy)
     if not table.empty:
-        table["majority"] = [_majority(raw.get(h, []), short(utility)) for h in table["config_hash"]]
-    chart = scatter(table, utility, privacy, direction(board), colours(board))
+        table = mark_utility_signal(table, majority, utility, up.get(utility, True))
+    chart = scatter(table, utility, privacy, up, defense_order())
     return table, chart.to_dict() if chart is not None else None
 
 
-def _majority(records: list[dict], metric: str) -> float:
-    """The mean over seeds of the cell's majority-class utility note (NaN for records made before it existed)."""
-    values = [r.get("notes", {}).get("majority_utility", {}).get(metric) for r in records]
-    values = [v for v in values if isinstance(v, (int, float))]
-    return sum(values) / len(values) if values else float("nan")
+def text_widths(frame: pd.DataFrame) -> dict:
+    """Column settings that show ``TEXT_COLUMNS`` whole (about 8 pixels a character)."""
+    return {c: st.column_config.TextColumn(width=max(80, 8 * int(frame[c].astype(str).str.len().max()) + 24))
+            for c in TEXT_COLUMNS if c in frame and len(frame)}
 
 
-def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tuple) -> None:
+def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tuple, where: str) -> None:
     """The attack's privacy-utility scatter with its frontier and references, the ranked table, provenance."""
     headline = headline_metrics(board).get(task)
     rows = shown[shown["attack"] == attack]
@@ -241,98 +278,34 @@ def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tu
         st.info("These cells have no utility or no attack metric to plot.")
         return
     left, right = st.columns(2)
-    utility = pick("utility metric", utility_metrics, headline, f"utility:{task}", "utility", left,
+    utility = pick("utility metric", utility_metrics, headline, f"utility:{where}", "utility", left,
                    format_func=short)
-    privacy = pick("attack metric", privacy_metrics, privacy_metrics[0], f"privacy:{task}:{attack}", "privacy",
+    privacy = pick("attack metric", privacy_metrics, privacy_metrics[0], f"privacy:{where}:{attack}", "privacy",
                    right, format_func=short)
-    root, stamp, filters = cache_key
-    table, spec = ranked_and_chart(root, stamp, task, filters, attack, utility, privacy)
+    key, filters = cache_key
+    table, spec = ranked_and_chart(key, task, filters, attack, utility, privacy)
     if spec is not None:
         st.vega_lite_chart(spec=spec, width="stretch")
     st.caption(
-        "Points: means over seeds; bars: ± one sample std (none for a single seed). Black line: the Pareto "
-        "frontier (no other setting is both at least as useful and at least as private). Dashed: the random "
-        "guess scored in these same cells (band: its range over them). The undefended setting is labelled; the "
-        "dotted vertical line is the majority-class utility of these cells (records from before it was noted "
-        "have none, so it is missing on the published board until they are re-run)."
+        "Points: means over seeds (colour and shape: the defense; filled or hollow: the encoder); bars: ± one sample "
+        "std (none for a single seed). Black line: the Pareto frontier (no other setting is both at least as useful "
+        "and at least as private). References, in the legend with their values: the random guess scored in these "
+        "same cells (dashed; band: its range over them) and the majority-class utility of these cells (dotted; "
+        "missing for records made before it was noted). The axes fit the points; a reference outside them is named "
+        "in the legend, not drawn. ×: the utility does not beat the majority class, so the setting carries no "
+        "utility signal whatever its rank."
     )
     st.markdown("**Ranked settings** · rank = frontier layer on the two metrics above (1 = on the frontier), "
-                "then utility; *advantage* = attack success minus the random guess of the same cells.")
+                "then utility; *advantage* = attack success minus the random guess of the same cells; *beats "
+                "majority* = the utility beats answering the majority class (no: no utility signal).")
     shown_table = display_columns(table, board, headline)
+    config = {c: st.column_config.NumberColumn(format="%.3f") for c in shown_table.columns
+              if shown_table[c].dtype.kind == "f" and c != "seeds"}
     event = st.dataframe(shown_table, hide_index=True, width="stretch", on_select="rerun",
-                         selection_mode="single-row", key=f"table:{task}:{attack}:{utility}:{privacy}",
-                         column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                        for c in shown_table.columns if shown_table[c].dtype.kind == "f"
-                                        and c != "seeds"})
+                         selection_mode="single-row", key=f"table:{where}:{attack}:{utility}:{privacy}",
+                         column_config={**config, **text_widths(shown_table)})
     downloads(table, raw, task, attack)
     provenance(table, seeds, raw, event)
-
-
-def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, scale: alt.Scale) -> alt.LayerChart | None:
-    """Attack success against utility: one point per setting (colour = defense, shape = encoder), error bars,
-    the Pareto frontier, the random guess of the same cells, the undefended label and the better corner."""
-    if table.empty or utility not in table or privacy not in table:
-        return None
-    points = table.dropna(subset=[utility, privacy]).copy()
-    if points.empty:
-        return None
-    points["label"] = [f"{d}({a})" if a else d for d, a in zip(points["defense"], points["defense_args"])]
-    points["utility"], points["privacy"] = points[utility], points[privacy]
-    for column, metric in (("u_std", utility), ("p_std", privacy)):
-        points[column] = points.get(f"{metric} std", pd.Series(0.0, index=points.index)).fillna(0.0)
-    points = points.assign(u_lo=points["utility"] - points["u_std"], u_hi=points["utility"] + points["u_std"],
-                           p_lo=points["privacy"] - points["p_std"], p_hi=points["privacy"] + points["p_std"])
-    u_up, p_up = up.get(utility, True), up.get(privacy, True)
-    x = alt.X("utility:Q", title=axis_title(utility, u_up), scale=alt.Scale(zero=False))
-    y = alt.Y("privacy:Q", title=axis_title(privacy, p_up), scale=alt.Scale(zero=False))
-    tooltip = ["label", "encoder", "mode", "attack_args", "n", alt.Tooltip("utility:Q", format=".3f"),
-               alt.Tooltip("u_std:Q", format=".3f"), alt.Tooltip("privacy:Q", format=".3f"),
-               alt.Tooltip("p_std:Q", format=".3f"), "frontier"]
-    base = alt.Chart(points).encode(x=x, y=y)
-    spread = points[(points["u_std"] > 0) | (points["p_std"] > 0)]
-    chart = base.mark_point(filled=True, size=90, opacity=0.9).encode(
-        color=alt.Color("defense:N", scale=scale, title="defense",
-                        legend=alt.Legend(values=sorted(points["defense"].unique()))),
-        shape=alt.Shape("encoder:N", title="encoder"), tooltip=tooltip)
-    if not spread.empty:
-        bars = alt.Chart(spread)
-        chart += bars.mark_rule(opacity=0.5).encode(x="u_lo:Q", x2="u_hi:Q", y="privacy:Q",
-                                                    color=alt.Color("defense:N", scale=scale))
-        chart += bars.mark_rule(opacity=0.5).encode(x="utility:Q", y="p_lo:Q", y2="p_hi:Q",
-                                                    color=alt.Color("defense:N", scale=scale))
-    front = points[points["frontier"] == 1].sort_values("utility", ascending=u_up)
-    if len(front):
-        front = front.assign(what="Pareto frontier")
-        chart += alt.Chart(front).mark_line(color="black", strokeWidth=2, interpolate="step-before",
-                                            point=alt.OverlayMarkDef(color="black", size=20)).encode(
-            x="utility:Q", y="privacy:Q", tooltip=["what", "label"])
-    reference = "random/" + privacy.split("/", 1)[1]
-    if reference in points and points[reference].notna().any():
-        values = points[reference].dropna()
-        rule = pd.DataFrame({"random": [values.mean()], "low": [values.min()], "high": [values.max()],
-                             "what": [f"random guess ({len(values)} cells)"]})
-        chart += alt.Chart(rule).mark_rect(opacity=0.12, color="gray").encode(y="low:Q", y2="high:Q")
-        chart += alt.Chart(rule).mark_rule(strokeDash=[6, 4], color="gray").encode(y="random:Q")
-        chart += alt.Chart(rule).mark_text(align="left", dy=-6, color="gray").encode(
-            y="random:Q", text="what:N", x=alt.value(4))
-    if "majority" in points and points["majority"].notna().any():
-        cells = int(points["majority"].notna().sum())
-        floor = pd.DataFrame({"utility": [points["majority"].mean()],
-                              "what": [f"majority class ({cells} cell{'s' if cells > 1 else ''})"]})
-        chart += alt.Chart(floor).mark_rule(strokeDash=[2, 3], color="gray").encode(x="utility:Q")
-        chart += alt.Chart(floor).mark_text(align="left", dx=4, color="gray", angle=270, baseline="bottom").encode(
-            x="utility:Q", y=alt.value(4), text="what:N")
-    plain = points[points["defense"] == "none"].assign(what="undefended")
-    if len(plain):
-        chart += alt.Chart(plain).mark_text(align="left", dx=8, dy=-8, fontWeight="bold", color="#555").encode(
-            x="utility:Q", y="privacy:Q", text="what:N")
-    best_x = points["utility"].max() if u_up else points["utility"].min()
-    best_y = points["privacy"].min() if p_up else points["privacy"].max()
-    corner = pd.DataFrame({"utility": [best_x], "privacy": [best_y], "what": ["better ★"]})
-    chart += alt.Chart(corner).mark_text(align="right", baseline="bottom" if p_up else "top", dy=-4 if p_up else 4,
-                                         color="seagreen", fontWeight="bold").encode(
-        x="utility:Q", y="privacy:Q", text="what:N")
-    return chart.properties(height=420)
 
 
 def downloads(table: pd.DataFrame, raw: dict, task: str, attack: str) -> None:
@@ -382,7 +355,7 @@ def provenance(table: pd.DataFrame, seeds: pd.DataFrame, raw: dict, event) -> No
         f"data {first.get('data_source', '?')}",
         "runtime " + ", ".join(f"{r['runtime_s']:.1f} s" for _, r in sorted(by_seed.items())))))
     left, right = st.columns(2)
-    left.caption("spec (full arguments; config hash " + literal(config) + ")")
+    left.caption("spec (full arguments; config hash " + literal(config.rsplit(":", 1)[-1]) + ")")
     left.json(first["spec"], expanded=True)
     right.caption("versions, hardware, data source")
     right.json({"versions": first["versions"], "hardware": first["hardware"], "data_source": first["data_source"],
@@ -394,52 +367,59 @@ def provenance(table: pd.DataFrame, seeds: pd.DataFrame, raw: dict, event) -> No
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def sweep_groups(root: str, stamp: tuple, task: str, filters: tuple, attack: str) -> dict[str, pd.DataFrame]:
+def sweep_groups(key: tuple, task: str, filters: tuple, attack: str) -> dict[str, pd.DataFrame]:
     """The sweeps against ``attack`` (or no attack) under the filters, by a label naming everything that is held
-    fixed: defense and its other arguments, encoder, mode, attack arguments and training size."""
-    shown = _filtered(root, stamp, task, filters)
-    found = sweeps(shown[shown["attack"].isin([attack, ""])])
-    if found.empty:
-        return {}
+    fixed: defense and its other arguments, encoder, mode, attack arguments and training size (and the source,
+    when your runs are beside the published board: a sweep never mixes the two)."""
+    shown = _filtered(key, task, filters)
+    shown = shown[shown["attack"].isin([attack, ""])]
+    several = shown["source"].nunique() > 1
     keys = ["defense", "fixed", "encoder", "mode", "attack", "attack_args", "parameter", "n_train", "n_eval"]
     groups = {}
-    for values, rows in found.groupby(keys, dropna=False, sort=True):
-        d, fixed, encoder, mode, att, att_args, parameter, n_train, _ = values
-        label = (f"{d} ({fixed or 'no other parameters'}) · {encoder} · {mode} · "
-                 f"{att or 'no attack'}{f'({att_args})' if att_args else ''} · n_train {n_train}: {parameter}")
-        groups[label] = rows
+    for source, part in shown.groupby("source", sort=False):
+        found = sweeps(part)
+        if found.empty:
+            continue
+        for values, rows in found.groupby(keys, dropna=False, sort=True):
+            d, fixed, encoder, mode, att, att_args, parameter, n_train, _ = values
+            label = (f"{f'{source} · ' if several else ''}{d} ({fixed or 'no other parameters'}) · {encoder} · "
+                     f"{mode} · {att or 'no attack'}{f'({att_args})' if att_args else ''} · n_train {n_train}: "
+                     f"{parameter}")
+            groups[label] = rows
     return groups
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def sweep_spec(root: str, stamp: tuple, task: str, filters: tuple, attack: str, label: str,
-               metrics: tuple) -> dict:
-    return sweep_chart(sweep_groups(root, stamp, task, filters, attack)[label], list(metrics)).to_dict()
+def sweep_spec(key: tuple, task: str, filters: tuple, attack: str, label: str, metrics: tuple) -> dict:
+    return sweep_chart(sweep_groups(key, task, filters, attack)[label], list(metrics)).to_dict()
 
 
-def render_sweeps(task: str, attack: str, cache_key: tuple) -> None:
+def render_sweeps(task: str, attack: str, cache_key: tuple, where: str) -> None:
     """One privacy-parameter sweep at a time: utility and attack success against the parameter."""
-    root, stamp, filters = cache_key
-    groups = sweep_groups(root, stamp, task, filters, attack)
+    key, filters = cache_key
+    groups = sweep_groups(key, task, filters, attack)
     st.subheader(f"Privacy parameter sweeps on {literal(task)}")
     if not groups:
         st.info(f"No sweep (settings differing in one numeric argument) against {literal(attack)} here.")
         return
     labels = list(groups)
-    label = pick("sweep", labels, labels[0], f"sweep:{task}:{attack}", "sweep")
+    label = pick("sweep", labels, labels[0], f"sweep:{where}:{attack}", "sweep")
     rows = groups[label]
     swept = rows["attack"].iloc[0]
     known = sorted(m for m in rows["metric"].unique()
                    if m.startswith(("utility/", f"privacy/{swept}/", f"random/{swept}/")))
-    chosen = st.multiselect("metrics", known, default=known, key=f"sweep-metrics:{label}")
+    chosen = st.multiselect("metrics", known, default=known, key=f"sweep-metrics:{where}:{label}")
     if chosen:
-        st.vega_lite_chart(spec=sweep_spec(root, stamp, task, filters, attack, label, tuple(chosen)),
-                           width="stretch")
+        st.vega_lite_chart(spec=sweep_spec(key, task, filters, attack, label, tuple(chosen)), width="stretch")
 
 
 def render_adaptation(shown: pd.DataFrame, seeds: pd.DataFrame, task: str) -> None:
     """Utility gained by privacy-adaptive pretraining over the unadapted encoder, per privacy parameter."""
-    gains = adaptation_gains(shown, seeds)
+    parts = [adaptation_gains(part, seeds[seeds["source"] == source] if "source" in seeds else seeds)
+             .assign(source=source) for source, part in shown.groupby("source", sort=False)]  # never across sources
+    gains = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    gains = gains if "gain" in gains else pd.DataFrame()
+    several = not gains.empty and gains["source"].nunique() > 1
     st.subheader(f"Privacy-adaptive pretraining on {literal(task)}: utility gained over the unadapted encoder")
     if gains.empty:
         st.info("No adapted setting with an unadapted one to compare.")
@@ -447,11 +427,12 @@ def render_adaptation(shown: pd.DataFrame, seeds: pd.DataFrame, task: str) -> No
     st.caption("gain: the mean over the seeds both settings have (gain_n) of adapted minus unadapted utility, "
                "± gain_ci95 (95% half-width); gain_n 0 means the per-seed values are not loaded and the gain is the "
                "difference of the two means, unpaired.")
-    st.dataframe(gains.drop(columns=["task"]), hide_index=True, width="stretch")
-    for (defense, attack, metric), rows in gains.groupby(["defense", "attack", "metric"]):
+    st.dataframe(gains.drop(columns=["task"] + ([] if several else ["source"])), hide_index=True, width="stretch")
+    for (source, defense, attack, metric), rows in gains.groupby(["source", "defense", "attack", "metric"],
+                                                                 sort=False):
         parameter = sweep_parameter(rows)
         if parameter is not None:
-            st.caption(f"{literal(defense)} ({literal(metric)}, cells attacked by "
+            st.caption(f"{f'{source}: ' if several else ''}{literal(defense)} ({literal(metric)}, cells attacked by "
                        f"{literal(attack) if attack else 'no attack'})")
             st.altair_chart(gain_chart(rows, parameter), width="stretch")
 

@@ -62,8 +62,8 @@ def render_reproduction(root: Path) -> None:
     for problem in problems:
         st.warning(problem)
     if not reports:
-        st.info(f"No reproduction report in {Path(root) / 'reproduction'}: run `bench reproduce <table>` "
-                "(`bench reproduce` lists the tables).")
+        st.info(f"No reproduction report in {Path(root) / 'reproduction'}: run "
+                f"{code(f'bench reproduce <table> --results-dir {root}')} (`bench reproduce` lists the tables).")
         return
     labels = [f"{r['title']} ({r['table']})" for r in reports]
     index = st.selectbox("table", range(len(reports)), format_func=labels.__getitem__, key="reproduction")

@@ -12,6 +12,8 @@ import math
 import altair as alt
 import pandas as pd
 
+from dashboard.charts import OKABE_ITO
+
 GROUP = ["task", "encoder", "defense", "attack", "attack_args", "mode", "n_train", "n_eval"]
 
 
@@ -122,12 +124,14 @@ def sweep_chart(rows: pd.DataFrame, metrics: list[str]) -> alt.VConcatChart:
         part = data[data["kind"].isin(kinds)]
         if part.empty:
             continue
-        base = alt.Chart(part).encode(x=x, color=alt.Color("series:N", title=None, legend=alt.Legend(
-            orient="bottom", columns=2, labelLimit=400)))
+        base = alt.Chart(part).encode(x=x, color=alt.Color("series:N", title=None, scale=alt.Scale(range=OKABE_ITO),
+                                                           legend=alt.Legend(orient="bottom", columns=2,
+                                                                             labelLimit=400)))
         lines = base.mark_line(point=True).encode(
             y=alt.Y("mean:Q", title=title, scale=alt.Scale(zero=False)),
             strokeDash=alt.condition(alt.datum.kind == "random", alt.value([6, 4]), alt.value([1, 0])),
             tooltip=["metric", "value_label", "mean", "std", "n"])
-        bars = base.mark_errorbar().encode(y="low:Q", y2="high:Q")
+        # the bars' y carries the same title: untitled, its field name was merged into the axis title (", low")
+        bars = base.mark_errorbar().encode(y=alt.Y("low:Q", title=title, scale=alt.Scale(zero=False)), y2="high:Q")
         panels.append((lines + bars).properties(height=240))
     return alt.vconcat(*panels).resolve_scale(color="independent")

@@ -439,7 +439,7 @@ def dashboard(
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """Start the Streamlit leaderboard on 127.0.0.1: your runs (--results-dir, $BENCH_RESULTS_DIR or ./bench-results)
-    and the published results/ of this checkout, switched in its sidebar."""
+    and the published results/ of this checkout, switched in its sidebar or shown side by side."""
     if not 1 <= port <= 65535:
         raise BenchError(f"--port must be between 1 and 65535, got {port}.")
     app_path = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -447,7 +447,8 @@ def dashboard(
     if results_dir is not None:
         env["BENCH_RESULTS_DIR"] = str(results_dir.resolve())
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
-               "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+               "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--client.toolbarMode", "viewer"]  # a local board: no "Deploy" button or developer menu
     raise typer.Exit(_run_forwarding_signals(command, env))
 
 
@@ -658,8 +659,8 @@ def report(
     bench report --out docs/results.md."""
     from bench.core.files import output_file, read_utf8, write_text_atomic
     from bench.results.leaderboard import aggregate, seed_frame
+    from bench.results.views import majority_by_config, splice
     from bench.results.views import report as render
-    from bench.results.views import splice
 
     if out_path is not None:
         output_file(out_path, "--out")
@@ -667,7 +668,8 @@ def report(
     if not records:
         raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     source = store.root.as_posix() if store.root.is_absolute() else f"{store.root.as_posix()}/"
-    text = render(aggregate(seed_frame(records), with_order=True), source)
+    text = render(aggregate(seed_frame(records), with_order=True), source,
+                  majority_by_config((r.config_hash, r.notes) for r in records))
     if out_path is None:
         print(text, end="")
         return

@@ -19,9 +19,15 @@ import re
 
 import pandas as pd
 
-# a configuration: everything but the seed (config_hash already encodes it; the rest is for reading)
-CONFIG = ["encoder", "defense", "defense_args", "server_args", "attack", "attack_args", "mode", "n_train", "n_eval",
-          "config_hash"]
+from bench.core.errors import BenchError
+from bench.core.registry import DEFENSES
+from bench.core.releases import ReleaseKind
+
+# a configuration: everything but the seed (config_hash already encodes it; the rest is for reading); ``source``
+# (your runs or the published board) when a frame holds both
+CONFIG = ["source", "encoder", "defense", "defense_args", "server_args", "attack", "attack_args", "mode", "n_train",
+          "n_eval", "config_hash"]
+SIGNAL = "beats majority"  # the column that says whether a cell's utility beats the majority-class answer
 MOCK = re.compile(r"^mock(-\d+)?$")
 
 
@@ -57,6 +63,20 @@ def headline_metrics(board: pd.DataFrame) -> dict[str, str]:
     if "order" in utility:
         utility = utility.sort_values("order", kind="stable")
     return {task: group["metric"].iloc[0] for task, group in utility.groupby("task", sort=False)}
+
+
+def defense_order() -> list[str]:
+    """The registered defenses but none, by what they release (the first of their release kinds, in
+    ``ReleaseKind``'s order), then by name: defenses compared on the same attacks sit together. The charts' styles
+    follow it. Empty when a component file fails to import (the charts then style every defense by its name)."""
+    kinds = list(ReleaseKind)
+    try:
+        names = [n for n in DEFENSES.names() if n != "none"]
+        first = {n: min((kinds.index(ReleaseKind(k)) for k in getattr(DEFENSES.get(n), "releases", ()) or ()),
+                        default=len(kinds)) for n in names}
+    except BenchError:
+        return []
+    return sorted(names, key=lambda n: (first[n], n))
 
 
 def short(metric: str) -> str:
@@ -108,6 +128,35 @@ def wide(board: pd.DataFrame, task: str, attack: str) -> pd.DataFrame:
                                                    args_sort_key(out.get("server_args", pd.Series([""] * len(out)))
                                                                  .iloc[i]), str(out["encoder"].iloc[i])))
     return out.iloc[order].reset_index(drop=True)
+
+
+def majority_by_config(notes) -> dict[str, dict[str, float]]:
+    """config hash -> utility metric (short name) -> the mean over seeds of the records' majority-class note
+    (``notes.majority_utility``: the task's metrics for answering the training split's most frequent label).
+    ``notes`` holds (config hash, record notes) pairs; records made before the note existed add nothing."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for config, note in notes:
+        for metric, value in ((note or {}).get("majority_utility") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.setdefault(config, {}).setdefault(metric, []).append(float(value))
+    return {config: {m: sum(v) / len(v) for m, v in metrics.items()} for config, metrics in values.items()}
+
+
+def mark_utility_signal(table: pd.DataFrame, majority: dict[str, dict[str, float]], utility: str,
+                        higher_is_better: bool) -> pd.DataFrame:
+    """``table`` with ``majority`` (the cell's majority-class ``utility``) and ``beats majority``: "yes", "no
+    (<majority>)" when the cell's mean utility is no better than answering the majority class (so it carries no
+    utility signal, whatever its rank), "" when the records carry no majority note."""
+    floors = [majority.get(h, {}).get(short(utility), math.nan) for h in table["config_hash"]]
+    values = table[utility] if utility in table else pd.Series([math.nan] * len(table), index=table.index)
+    marks = []
+    for value, floor in zip(values, floors):
+        if _nan(floor) or value is None or _nan(float(value)):
+            marks.append("")
+        else:
+            beats = value > floor if higher_is_better else value < floor
+            marks.append("yes" if beats else f"no ({floor:.3f})")
+    return table.assign(majority=floors, **{SIGNAL: marks})
 
 
 def frontier_layers(utility, leakage, utility_up: bool = True, leakage_up: bool = True) -> list[int]:
@@ -167,12 +216,14 @@ def display_columns(table: pd.DataFrame, board: pd.DataFrame, headline: str | No
     random = sorted(m for m in metrics if m.startswith("random/"))
     several = bool((table["n"] > 1).any())
     columns, titles = ["rank", "frontier", "defense", "defense_args"], {}
-    for extra in ("server_args", "attack_args", "encoder", "mode", "n_train"):
+    for extra in ("source", "server_args", "attack_args", "encoder", "mode", "n_train"):
         if extra in table and table[extra].astype(str).nunique() > 1 or extra == "encoder":
             columns.append(extra)
     for metric in [*utility, *privacy]:
         columns.append(metric)
         titles[metric] = column_title(metric, up.get(metric, True))
+        if utility and metric == utility[0] and SIGNAL in table:
+            columns.append(SIGNAL)
         if several and f"{metric} std" in table and metric in (headline, *privacy[:1]):
             columns.append(f"{metric} std")
             titles[f"{metric} std"] = f"{short(metric)} std"
@@ -216,9 +267,10 @@ def _mean_std(mean, std, n, row_n=None) -> str:
     return f"{mean:.3f} ± {std:.3f} [{mean - half:.3f}, {mean + half:.3f}]{fewer}"
 
 
-def report(board: pd.DataFrame, source: str) -> str:
+def report(board: pd.DataFrame, source: str, majority: dict[str, dict[str, float]] | None = None) -> str:
     """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
-    and the attack's headline metric (mean ± std over seeds), its random guess and the advantage over it."""
+    and the attack's headline metric (mean ± std over seeds), its random guess and the advantage over it. With
+    ``majority`` (``majority_by_config``), the utility is followed by whether it beats the majority class."""
     headline = headline_metrics(board)
     up = direction(board)
     lines = [f"Printed by `bench report` from the records in `{source}` (means ± sample std over seeds, then "
@@ -226,7 +278,10 @@ def report(board: pd.DataFrame, source: str) -> str:
              "layer on (headline utility, the attack's headline metric: the first it declares), then utility; "
              "layer 1 is the Pareto frontier. "
              "Advantage = attack success minus the random guess scored in the same cells, oriented so that positive "
-             "means the attack beats a guess.", ""]
+             "means the attack beats a guess." + (
+                 " Beats majority: whether the mean utility beats answering the majority class (the records' "
+                 "majority-class note, mean over seeds): a \"no\" carries no utility signal, whatever its rank; empty "
+                 "where the records have no such note." if majority is not None else ""), ""]
     tasks = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index
     for task in tasks:
         on_task = board[board["task"] == task]
@@ -238,6 +293,8 @@ def report(board: pd.DataFrame, source: str) -> str:
             table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "")
             if table.empty:
                 continue
+            if majority is not None and utility:
+                table = mark_utility_signal(table, majority, utility, up.get(utility, True))
             lines += [f"### {task} · {attack or 'no attack'}", ""]
             out = pd.DataFrame({"rank": table["rank"], "frontier": table["frontier"].replace(0, ""),
                                 "defense": table["defense"], "arguments": table["defense_args"]})
@@ -251,6 +308,8 @@ def report(board: pd.DataFrame, source: str) -> str:
                     out[title] = [_mean_std(m, s, n, row_n) for m, s, n, row_n in zip(
                         table[metric], table.get(f"{metric} std", pd.Series([0.0] * len(table))),
                         table.get(f"{metric} n", table["n"]), table["n"])]
+                if metric == utility and SIGNAL in table:
+                    out[SIGNAL] = table[SIGNAL]
             if privacy:
                 reference = "random/" + privacy[0].split("/", 1)[1]
                 if reference in table:

@@ -1,9 +1,13 @@
 """The dashboard as a person uses it: `bench dashboard`'s Streamlit server on 127.0.0.1 over the published results,
 driven by Playwright in the system's Chromium (Debian's `chromium`, installed by .ci/run; Playwright's own browser
 download is never used). It switches task, attack and tab, opens a row's provenance, and checks that the Pareto
-frontier is drawn, that the browser console has no error or warning and that no exception text shows. Screenshots
-go to ``.ci-artifacts/browser/`` (ignored by git; CI keeps it as an artefact) with ``timings.json``, the seconds
-each widget change took to re-render.
+frontier is drawn, that the chart's labels sit off the data and do not overlap, that there is no "Deploy" button,
+that the browser console has no error or warning and that no exception text shows. Screenshots go to
+``.ci-artifacts/browser/`` (ignored by git; CI keeps it as an artefact) with ``timings.json``, the seconds each widget
+change took to re-render.
+
+``BENCH_SCREENSHOT=docs/img/board.png`` also saves the published board's first view there (the README's picture;
+``python scripts/board_screenshot.py`` refreshes it).
 
 Skipped when Playwright or Chromium is missing, unless ``BENCH_BROWSER_TEST=1`` (set by .ci/run), where that fails.
 """
@@ -31,6 +35,7 @@ OVERLOAD = min(4.0, max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1)))
 WAIT_MS = int(30_000 * OVERLOAD)
 FIRST_LOAD_MS = int(60_000 * OVERLOAD)
 REQUIRED = os.environ.get("BENCH_BROWSER_TEST") == "1"
+SCREENSHOT = os.environ.get("BENCH_SCREENSHOT")  # where to save the published board's first view, if anywhere
 
 
 def _chromium() -> str | None:
@@ -146,6 +151,27 @@ def _dark_pixels(png: bytes) -> int:
     return sum(1 for r, g, b in image.get_flattened_data() if r < 25 and g < 25 and b < 25)
 
 
+def _chart_texts(chart) -> tuple[list[tuple], tuple]:
+    """Every text of a Vega chart rendered as SVG, as (text, x, y, width, height, is an axis's), and the data
+    area (the union of the axis grids) as (left, top, right, bottom)."""
+    found = chart.locator("svg.marks").first.evaluate("""svg => {
+        const box = e => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; };
+        const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim())
+            .map(t => [t.textContent, ...box(t), !!t.closest('g.role-axis')]);
+        const grids = [...svg.querySelectorAll('g.role-axis-grid')].map(box);
+        return {texts, grids};
+    }""")
+    grids = found["grids"]
+    area = (min(g[0] for g in grids), min(g[1] for g in grids), max(g[0] + g[2] for g in grids),
+            max(g[1] + g[3] for g in grids))
+    return [tuple(t) for t in found["texts"]], area
+
+
+def _overlap(a, b) -> bool:
+    """Whether two (x, y, width, height) boxes overlap by more than a pixel."""
+    return a[0] + a[2] > b[0] + 1 and b[0] + b[2] > a[0] + 1 and a[1] + a[3] > b[1] + 1 and b[1] + b[3] > a[1] + 1
+
+
 def test_a_reader_switches_views_and_opens_provenance(server):
     from playwright.sync_api import sync_playwright
 
@@ -166,11 +192,23 @@ def test_a_reader_switches_views_and_opens_provenance(server):
                 .wait_for(timeout=FIRST_LOAD_MS)
             _idle(page)
             timings["first load"] = time.monotonic() - started
+            assert page.get_by_text("Deploy", exact=True).count() == 0  # a local board, not a developer's
+            if SCREENSHOT:
+                Path(SCREENSHOT).parent.mkdir(parents=True, exist_ok=True)
+                page.wait_for_timeout(500)
+                page.screenshot(path=SCREENSHOT)
             chart = page.locator('[data-testid="stVegaLiteChart"]').first
             chart.scroll_into_view_if_needed()
             page.wait_for_timeout(300)
             shot = chart.screenshot(path=str(ARTIFACTS / "1-sst2-scatter.png"))
             assert _dark_pixels(shot) > 40, "no Pareto frontier (black line) in the privacy-utility chart"
+            texts, (left, top, right, bottom) = _chart_texts(chart)
+            labels = [t[0] for t in texts]
+            assert "none (undefended)" in labels and any(t.startswith("random guess") for t in labels), labels
+            inside = [t[0] for t in texts if not t[5] and _overlap(t[1:5], (left, top, right - left, bottom - top))]
+            assert not inside, f"labels drawn over the data: {inside}"
+            clashes = [(a[0], b[0]) for i, a in enumerate(texts) for b in texts[i + 1:] if _overlap(a[1:5], b[1:5])]
+            assert not clashes, f"labels drawn over each other: {clashes}"
             sidebar = page.get_by_test_id("stSidebar")
             on_sst2 = page.get_by_text("rss: privacy against utility on sst2")
             timings["attack -> rss"] = _choose(page, sidebar, "attack", "rss", on_sst2)

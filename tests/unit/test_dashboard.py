@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -41,6 +42,15 @@ def run_app(monkeypatch):
     return start
 
 
+def selectbox(part, label: str):
+    """The selectbox labelled ``label`` (their keys carry the source and the task)."""
+    return next(s for s in part.selectbox if s.label == label)
+
+
+def sidebar_multiselect(app, label: str):
+    return next(m for m in app.sidebar.multiselect if m.label == label)
+
+
 def chart_data(chart) -> str:
     return "".join(d.data.data.decode("latin-1") for d in chart.proto.datasets)  # Arrow bytes
 
@@ -61,7 +71,8 @@ def test_table_and_scatter(tmp_path, run_app):
     proto, data = charts[0].proto, chart_data(charts[0])
     assert "texthide(m=256,k=4)" in data and "none" in data  # each point named (tooltip) by its setting
     assert '"rule"' in proto.spec and "random guess" in data  # the random-guess reference of these cells
-    assert "Pareto frontier" in data and "undefended" in data and "better" in data
+    assert "Pareto frontier" in data
+    assert "none (undefended)" in proto.spec and "better" in proto.spec  # in the legend and the title, off the data
     assert "higher = more useful" in proto.spec and "higher = more recovered" in proto.spec
     assert "majority class" not in data  # these records carry no majority_utility note
 
@@ -72,16 +83,16 @@ def test_majority_class_reference_comes_from_the_cells_notes(tmp_path, run_app):
         store.append(make_record(seed, notes={"majority_utility": {"accuracy": floor}}))
     app = run_app(tmp_path)
     assert not app.exception
-    assert "majority class (1 cell)" in chart_data(app.get("vega_lite_chart")[0])
+    assert "majority class 0.550 (1 cell)" in chart_data(app.get("vega_lite_chart")[0])  # in the legend
 
 
 def test_filters_follow_the_data_and_narrow_the_table(tmp_path, run_app):
     board_with_two_defenses(tmp_path)
     app = run_app(tmp_path)
-    assert app.sidebar.multiselect(key="defense:sst2").options == ["none", "texthide"]
-    app.sidebar.multiselect(key="defense:sst2").set_value(["texthide"]).run()
+    assert sidebar_multiselect(app, "defense").options == ["none", "texthide"]
+    sidebar_multiselect(app, "defense").set_value(["texthide"]).run()
     assert not app.exception and set(app.dataframe[0].value["defense"]) == {"texthide"}
-    app.sidebar.multiselect(key="encoder:sst2:True").set_value([]).run()
+    sidebar_multiselect(app, "encoder").set_value([]).run()
     assert not app.exception and app.subheader.len == 0 and "No results match" in app.info[0].value
 
 
@@ -102,12 +113,12 @@ def test_headline_metric_directions_and_mock_encoders(tmp_path, run_app):
                                                        "random/gradient-matching/mse": False}))
     app = run_app(tmp_path)
     assert not app.exception
-    assert app.selectbox(key="utility:cola").value == "utility/mcc"
+    assert selectbox(app, "utility metric").value == "utility/mcc"
     table = app.dataframe[0].value
     assert set(table["encoder"]) == {"minilm"} and "gradient-matching mse ↑ safer" in table.columns
     spec = app.get("vega_lite_chart")[0].proto.spec
     assert "lower = more recovered" in spec
-    app.sidebar.checkbox(key="mocks:cola").check().run()
+    next(c for c in app.sidebar.checkbox if c.label.startswith("show test encoders")).check().run()
     assert not app.exception and set(app.dataframe[0].value["encoder"]) == {"minilm", "mock-4"}
 
 
@@ -134,8 +145,8 @@ def test_view_state_comes_from_and_goes_to_the_url(tmp_path, monkeypatch):
     app.query_params.update({"attack": "inversion", "view": "Sweeps"})
     app.run()
     assert not app.exception
-    assert app.sidebar.selectbox(key="attack:sst2").value == "inversion" and app.radio(key="view").value == "Sweeps"
-    app.sidebar.selectbox(key="attack:sst2").set_value("rss").run()
+    assert selectbox(app.sidebar, "attack").value == "inversion" and app.radio(key="view").value == "Sweeps"
+    selectbox(app.sidebar, "attack").set_value("rss").run()
     assert app.query_params["attack"] == "rss" and "task" not in app.query_params  # defaults stay out of the URL
     app.radio(key="view").set_value("Privacy vs utility").run()
     box = app.selectbox(key="provenance")
@@ -154,10 +165,14 @@ def test_committed_leaderboard_renders(run_app):
     app = run_app(REPO_RESULTS)
     assert not app.exception
     assert len(app.dataframe[0].value) >= 4
-    assert app.sidebar.selectbox(key="task").value == "sst2"  # the task with the most settings, not CoLA
+    assert selectbox(app.sidebar, "task").value == "sst2"  # the task with the most settings, not CoLA
     assert "Pareto frontier" in chart_data(app.get("vega_lite_chart")[0])
-    app.sidebar.selectbox(key="task").set_value("mrpc").run()
-    assert not app.exception and app.selectbox(key="utility:mrpc").value == "utility/f1"
+    selectbox(app.sidebar, "task").set_value("mrpc").run()
+    assert not app.exception and selectbox(app, "utility metric").value == "utility/f1"
+    selectbox(app.sidebar, "attack").set_value("rss").run()
+    table = app.dataframe[0].value.set_index("defense")
+    # the undefended frozen server: F1 0.75 against the majority answer's 0.81 carries no utility signal
+    assert table.loc["none", "beats majority"].startswith("no (0.81")
 
 
 def board_with_a_sweep(root: Path) -> None:
@@ -174,8 +189,6 @@ def board_with_a_sweep(root: Path) -> None:
 
 
 def test_sweeps_find_the_one_varying_parameter(tmp_path):
-    import pandas as pd
-
     from dashboard.sweeps import sweeps
 
     board_with_a_sweep(tmp_path)
@@ -202,8 +215,6 @@ def test_sweep_chart_plots_utility_and_inversion_against_eta(tmp_path, run_app):
 
 
 def test_sweeps_key_on_attack_arguments_and_handle_zero_and_infinity():
-    import pandas as pd
-
     from dashboard.sweeps import sweep_chart, sweeps
 
     rows = []
@@ -297,8 +308,6 @@ def board_with_adaptation(root: Path) -> None:
 
 
 def test_adaptation_gains_pair_each_adapted_setting_with_its_unadapted_one(tmp_path):
-    import pandas as pd
-
     from dashboard.adaptation import adaptation_gains, sweep_parameter
     from dashboard.sweeps import sweeps
 
@@ -410,3 +419,266 @@ def test_committed_reproduction_reports_render(run_app):
     assert not app.exception
     assert not [w for w in app.warning if "reproduction" in w.value]  # every committed report reads cleanly
     assert any(set(frame.value.columns) >= {"claim", "ours", "paper"} for frame in app.dataframe)
+
+
+# --- the board as a reader sees it: filters per source, palette, labels, axes, columns, your runs beside ---
+
+
+def spec_of(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def layers(spec: dict) -> list[dict]:
+    """Every unit spec of a (nested) layered, concatenated or single chart."""
+    found = []
+    for key in ("layer", "vconcat", "hconcat"):
+        for part in spec.get(key, []):
+            found += layers(part)
+    return found if found else [spec]
+
+
+def mark_type(layer: dict) -> str:
+    mark = layer.get("mark", "")
+    return mark if isinstance(mark, str) else mark.get("type", "")
+
+
+def defense_scale(spec: dict, channel: str) -> dict:
+    """defense -> the value of ``channel`` (color, shape) in the chart's scale."""
+    for layer in layers(spec):
+        encoding = layer.get("encoding", {}).get(channel, {})
+        scale = encoding.get("scale", {})
+        if encoding.get("field") == "defense" and "domain" in scale:
+            return dict(zip(scale["domain"], scale["range"]))
+    return {}
+
+
+def published_label(app) -> str:
+    return next(o for o in app.sidebar.radio(key="source").options if o.startswith("published"))
+
+
+def published_cells(records, task: str, attack: str) -> int:
+    from bench.results.leaderboard import seed_frame
+    from bench.results.views import is_test_encoder
+
+    frame = seed_frame(list(records))
+    rows = frame[(frame["task"] == task) & (frame["attack"] == attack) & ~frame["encoder"].map(is_test_encoder)]
+    return rows["config_hash"].nunique()
+
+
+def test_filters_follow_the_source_so_the_published_board_shows_all_its_rows(tmp_path, run_app, committed_records):
+    """Your runs narrowed to texthide must not narrow the published board: its SST-2 x RSS shows every setting and
+    SST-2 x inversion plots its cells."""
+    board_with_two_defenses(tmp_path)
+    app = run_app(tmp_path)
+    sidebar_multiselect(app, "defense").set_value(["texthide"]).run()
+    assert set(app.dataframe[0].value["defense"]) == {"texthide"}
+    app.sidebar.radio(key="source").set_value(published_label(app)).run()
+    assert not app.exception
+    defense = sidebar_multiselect(app, "defense")
+    assert defense.value == defense.options and "dchi-sequence" in defense.options
+    selectbox(app.sidebar, "attack").set_value("rss").run()
+    assert len(app.dataframe[0].value) == published_cells(committed_records, "sst2", "rss") == 12
+    attack = selectbox(app.sidebar, "attack")
+    attack.set_value("inversion").run()
+    assert not app.exception
+    assert not [i for i in app.info if "no utility or no attack metric" in i.value]
+    assert len(app.dataframe[0].value) == published_cells(committed_records, "sst2", "inversion")
+    assert app.get("vega_lite_chart")
+
+
+def test_a_defense_keeps_its_colour_and_shape_on_both_sources(tmp_path, run_app):
+    board_with_two_defenses(tmp_path)
+    app = run_app(tmp_path)
+    ours = defense_scale(spec_of(app.get("vega_lite_chart")[0]), "color")
+    app.sidebar.radio(key="source").set_value(published_label(app)).run()
+    selectbox(app.sidebar, "attack").set_value("rss").run()
+    published = defense_scale(spec_of(app.get("vega_lite_chart")[0]), "color")
+    assert ours["texthide"] == published["texthide"] and ours["none"] == published["none"]
+    assert "dchi-sequence" in published and "dchi-sequence" not in ours  # the legend lists the view's defenses
+
+
+def test_defense_styles_are_colour_blind_safe_fixed_and_distinct(committed_records):
+    from bench.core.registry import DEFENSES
+    from bench.results.leaderboard import seed_frame
+    from bench.results.views import defense_order
+    from dashboard.charts import NEUTRAL, OKABE_ITO, defense_style
+
+    order = defense_order()
+    names = DEFENSES.names()
+    styles = {name: defense_style(name, order) for name in names}
+    assert len(set(styles.values())) == len(names)  # no two registered defenses drawn alike (colour and shape)
+    assert {colour for colour, _ in styles.values()} <= {*OKABE_ITO, NEUTRAL} and styles["none"][0] == NEUTRAL
+    by_kind = {}
+    for name in names:
+        if name != "none":
+            by_kind.setdefault(DEFENSES.get(name).releases[0], []).append(styles[name][0])
+    for kind, colours in by_kind.items():  # defenses compared on the same attacks take different colours
+        assert len(set(colours)) == len(colours), kind
+    clashes = set()  # the published board's views: one pair shares a colour (told apart by shape)
+    for _, view in seed_frame(list(committed_records)).groupby(["task", "attack"]):
+        shown = sorted(view["defense"].unique())
+        clashes |= {(a, b) for a in shown for b in shown if a < b and styles[a][0] == styles[b][0]}
+    assert clashes <= {("ndd", "reverse-sigmoid")}, clashes
+    assert defense_style("my-plugin", order) == defense_style("my-plugin", order)  # a plugin's: from its name
+    assert defense_style("my-plugin", order)[0] in OKABE_ITO
+
+
+def scatter_table(utility_values, privacy_values, majority=None):
+    """A ranked table of settings with the given utility and RSS identity (none first), random guess 0."""
+    from bench.results.views import mark_utility_signal, ranked
+
+    rows = []
+    for i, (u, p) in enumerate(zip(utility_values, privacy_values)):
+        defense = "none" if i == 0 else "texthide"
+        for metric, value in (("utility/accuracy", u), ("privacy/rss/identity", p), ("random/rss/identity", 0.0)):
+            rows.append({"task": "sst2", "encoder": "minilm", "defense": defense,
+                         "defense_args": "" if i == 0 else f"m={i},k=4", "server_args": "", "attack": "rss",
+                         "attack_args": "", "mode": "frozen", "n_train": 10, "n_eval": 5, "config_hash": f"h{i}",
+                         "metric": metric, "higher_is_better": True, "mean": value, "std": 0.01, "n": 2})
+    board = pd.DataFrame(rows)
+    table = ranked(board, "sst2", "rss", "utility/accuracy", "privacy/rss/identity")
+    if majority is not None:
+        table = mark_utility_signal(table, {f"h{i}": {"accuracy": majority} for i in range(len(utility_values))},
+                                    "utility/accuracy", True)
+    return board, table
+
+
+def test_scatter_labels_live_in_the_legend_and_title_not_over_points():
+    from bench.results.views import defense_order
+    from dashboard.charts import scatter
+
+    board, table = scatter_table([0.84, 0.80, 0.79], [1.0, 0.3, 0.2], majority=0.5)
+    spec = scatter(table, "utility/accuracy", "privacy/rss/identity", {}, defense_order()).to_dict()
+    assert not [layer for layer in layers(spec) if mark_type(layer) == "text"]  # nothing drawn over the data
+    text = json.dumps(spec)
+    assert "none (undefended)" in text  # the legend names the undefended setting
+    title = json.dumps(spec.get("title", {}))
+    assert "better" in title  # the better direction, above the plot
+    references = [layer["encoding"]["strokeDash"] for layer in layers(spec)
+                  if "strokeDash" in layer.get("encoding", {})]
+    assert references and all(r.get("legend", {}).get("title") == "references" for r in references)
+    data = json.dumps(spec.get("datasets", {}))
+    assert "random guess" in data and "majority class" in data
+
+
+def test_scatter_axes_fit_the_points_not_the_references():
+    from bench.results.views import defense_order
+    from dashboard.charts import scatter
+
+    board, table = scatter_table([0.84, 0.80, 0.79], [0.40, 0.35, 0.30], majority=0.5)  # random 0, majority 0.5
+    spec = scatter(table, "utility/accuracy", "privacy/rss/identity", {}, defense_order()).to_dict()
+    x = next(layer["encoding"]["x"]["scale"]["domain"] for layer in layers(spec)
+             if "domain" in layer.get("encoding", {}).get("x", {}).get("scale", {}))
+    y = next(layer["encoding"]["y"]["scale"]["domain"] for layer in layers(spec)
+             if "domain" in layer.get("encoding", {}).get("y", {}).get("scale", {}))
+    assert 0.76 < x[0] < 0.78 and 0.85 < x[1] < 0.87, x  # 0.78-0.85 with the bars, padded
+    assert 0.26 < y[0] < 0.29 and 0.41 < y[1] < 0.44, y
+    data = json.dumps(spec.get("datasets", {}))
+    assert "below the axis" in data and "left of the axis" in data  # the references off the axes are named
+
+
+def test_sweep_axis_titles_are_one_title_per_panel():
+    from dashboard.sweeps import sweep_chart, sweeps
+
+    rows = []
+    for eta, value in ((10, 0.6), (100, 0.8)):
+        for metric in ("utility/accuracy", "privacy/inversion/token_accuracy", "random/inversion/token_accuracy"):
+            rows.append({"task": "sst2", "encoder": "minilm", "defense": "dchi-text", "defense_args": f"eta={eta}",
+                         "server_args": "", "attack": "inversion", "attack_args": "", "mode": "frozen",
+                         "n_train": 10, "n_eval": 5, "config_hash": f"e{eta}", "metric": metric,
+                         "higher_is_better": True, "mean": value, "std": 0.02, "n": 2})
+    found = sweeps(pd.DataFrame(rows))
+    spec = sweep_chart(found, sorted(found["metric"].unique())).to_dict()
+    for panel in spec["vconcat"]:
+        titles = {json.dumps(layer["encoding"]["y"].get("title")) for layer in layers(panel)}
+        assert len(titles) == 1 and "null" not in titles, titles  # no ", low" merged from the error bars' field
+
+
+def test_arguments_column_is_wide_enough_to_tell_settings_apart(tmp_path, run_app):
+    store = ResultStore(tmp_path)
+    for seed in range(2):
+        for scheme in ("", ",scheme=inter,public=qnli"):
+            args = {"m": 256, "k": 4, **({"scheme": "inter", "public": "qnli"} if scheme else {})}
+            spec = {**make_record().spec, "defense_args": args}
+            store.append(make_record(seed, config_hash=f"th{scheme}", spec=spec))
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert set(app.dataframe[0].value["arguments"]) == {"m=256,k=4", "m=256,k=4,scheme=inter,public=qnli"}
+    width = json.loads(app.dataframe[0].proto.columns)["arguments"]["width"]
+    assert isinstance(width, int) and width >= 7 * len("m=256,k=4,scheme=inter,public=qnli")
+
+
+def test_paper_vs_ours_for_your_runs_advises_a_command_that_writes_there(tmp_path, run_app):
+    app = run_app(tmp_path, "Paper vs ours")
+    assert any(f"--results-dir {tmp_path}" in info.value for info in app.info)
+
+
+def test_dashboard_command_hides_the_deploy_button(monkeypatch):
+    from typer.testing import CliRunner
+
+    import bench.cli.main as cli
+
+    commands = []
+    monkeypatch.setattr(cli, "_run_forwarding_signals", lambda command, env: commands.append(command) or 0)
+    result = CliRunner().invoke(cli.app, ["dashboard", "--port", "8599"])
+    assert result.exit_code == 0, result.output
+    command = commands[0]
+    assert command[command.index("--client.toolbarMode") + 1] == "viewer"
+
+
+def test_your_runs_beside_the_published_board(tmp_path, run_app, committed_records):
+    board_with_two_defenses(tmp_path)
+    app = run_app(tmp_path)
+    assert set(app.dataframe[0].value.columns).isdisjoint({"source"})  # your runs alone by default here
+    app.sidebar.checkbox(key="beside").check().run()
+    assert not app.exception
+    selectbox(app.sidebar, "attack").set_value("rss").run()
+    next(c for c in app.sidebar.checkbox if c.label.startswith("show test encoders")).check().run()  # ours: mock
+    table = app.dataframe[0].value
+    assert table["source"].value_counts().to_dict() == {
+        "published": published_cells(committed_records, "sst2", "rss"), "your runs": 2}
+    assert "your runs" in chart_data(app.get("vega_lite_chart")[0])
+    assert app.query_params["beside"] == "1"
+    box = app.selectbox(key="provenance")  # a row of your runs opens your records
+    box.set_value(next(o for o in box.options if "abc123" in o)).run()
+    assert not app.exception and app.dataframe[1].value.loc[1, "utility/accuracy"] == pytest.approx(0.6)
+
+
+def test_utility_that_does_not_beat_the_majority_class_is_marked():
+    from bench.results.views import majority_by_config, mark_utility_signal
+
+    majority = majority_by_config([("h1", {"majority_utility": {"accuracy": 0.6}}),
+                                   ("h1", {"majority_utility": {"accuracy": 0.62}}), ("h2", {})])
+    assert majority == {"h1": {"accuracy": pytest.approx(0.61)}}
+    table = pd.DataFrame({"config_hash": ["h1", "h1", "h2"], "utility/accuracy": [0.55, 0.7, 0.9]})
+    marked = mark_utility_signal(table, majority, "utility/accuracy", True)
+    assert list(marked["beats majority"]) == ["no (0.610)", "yes", ""]
+    lower = mark_utility_signal(table, majority, "utility/accuracy", False)  # lower = more useful: 0.55 beats it
+    assert list(lower["beats majority"]) == ["yes", "no (0.610)", ""]
+
+
+def test_board_marks_cells_without_utility_signal(tmp_path, run_app):
+    from dashboard.charts import NO_SIGNAL
+
+    store = ResultStore(tmp_path)
+    for seed in range(2):  # accuracy 0.5 and 0.6 against a majority class at 0.7: no signal
+        store.append(make_record(seed, notes={"majority_utility": {"accuracy": 0.7}}))
+    app = run_app(tmp_path)
+    assert not app.exception
+    assert list(app.dataframe[0].value["beats majority"]) == ["no (0.700)"]
+    spec = spec_of(app.get("vega_lite_chart")[0])
+    assert "no utility signal" in json.dumps(spec.get("title", {}))
+    crossed = [layer for layer in layers(spec) if isinstance(layer.get("mark"), dict)
+               and layer["mark"].get("shape") == NO_SIGNAL]
+    assert len(crossed) == 1 and "beats majority" in json.dumps(crossed[0]["encoding"]["tooltip"])
+
+
+def test_bench_dashboard_opens_your_runs_beside_the_published_board(tmp_path, monkeypatch):
+    """Without a named folder, ./bench-results with runs opens beside the published board (the README's promise)."""
+    board_with_two_defenses(tmp_path / "bench-results")
+    monkeypatch.delenv("BENCH_RESULTS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    app = AppTest.from_file(APP, default_timeout=60).run()
+    assert not app.exception
+    assert app.sidebar.radio(key="source").value.startswith("your runs") and app.sidebar.checkbox(key="beside").value
+    assert "beside" not in app.query_params  # the default stays out of the URL

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from bench.cli.main import app
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.store import ResultStore
-from bench.results.views import BEGIN, END, frontier_layers, report, splice
+from bench.results.views import BEGIN, END, frontier_layers, majority_by_config, report, splice
 from tests.unit.test_dashboard import board_with_two_defenses
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,8 @@ def test_out_replaces_only_the_marked_block(tmp_path):
 
 def test_docs_results_match_the_committed_records(committed_records):
     fresh = splice((ROOT / "docs" / "results.md").read_text(encoding="utf-8"),
-                   report(aggregate(seed_frame(list(committed_records)), with_order=True), "results/"))
+                   report(aggregate(seed_frame(list(committed_records)), with_order=True), "results/",
+                          majority_by_config((r.config_hash, r.notes) for r in committed_records)))
     assert fresh == (ROOT / "docs" / "results.md").read_text(encoding="utf-8"), (
         "docs/results.md is stale: run `bench report --out docs/results.md`")
 
@@ -65,3 +66,29 @@ def test_a_metric_with_fewer_seeds_than_its_row_gets_its_own_interval():
     # accuracy: 0.6 ± 0.1 over 3 (t 4.303: ± 0.248); identity: 0.2 ± 0.141 over 2 (t 12.706: ± 1.271)
     assert "| 0.600 ± 0.100 [0.352, 0.848] | 0.200 ± 0.141 [-1.071, 1.471] (n = 2) |" in text
     assert text.rstrip().endswith("| 3 |")
+
+
+def test_report_marks_utility_that_does_not_beat_the_majority_class(tmp_path):
+    from tests.unit.test_store import make_record
+
+    records = [make_record(seed, notes={"majority_utility": {"accuracy": 0.58}}) for seed in range(2)]
+    records += [make_record(seed, defense="none", config_hash="def456", run_id=f"n{seed}",
+                            spec={**make_record().spec, "defense": "none", "defense_args": {}},
+                            metrics={"utility/accuracy": 0.8, "privacy/rss/identity": 1.0, "random/rss/identity": 0.01},
+                            notes={"majority_utility": {"accuracy": 0.58}}) for seed in range(2)]
+    board = aggregate(seed_frame(records), with_order=True)
+    text = report(board, "here/", majority_by_config((r.config_hash, r.notes) for r in records))
+    assert "| beats majority |" in text.splitlines()[4]
+    assert "| 1 | 1 | none |  | 0.800 ± 0.000 [0.800, 0.800] | yes |" in text
+    assert "| 2 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | no (0.580) |" in text
+
+
+def test_bench_report_reads_the_majority_class_from_the_records(tmp_path):
+    from tests.unit.test_store import make_record
+
+    store = ResultStore(tmp_path)
+    for seed in range(2):
+        store.append(make_record(seed, notes={"majority_utility": {"accuracy": 0.58}}))
+    result = runner.invoke(app, ["report", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "no (0.580)" in result.output
