@@ -16,6 +16,7 @@ This module has no heavy imports: the dashboard uses it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 
 from bench.core.errors import BenchError
 from bench.core.registry import NAME
+from bench.core.spec import RunSpec
 from bench.results.record import ResultRecord
 
 
@@ -169,24 +171,44 @@ class ResultStore:
 
     def scan(self) -> Iterator[ResultRecord | CorruptLine]:
         """Every record in every file, and a ``CorruptLine`` for each line that is not one."""
+        for _, _, item in self._lines():
+            yield item
+
+    def _lines(self) -> Iterator[tuple[Path, int, ResultRecord | CorruptLine]]:
         for path in self.files():
             with open(path, encoding="utf-8", errors="replace") as handle:
                 for number, text in enumerate(handle, start=1):
                     if not text.strip():
                         continue
                     try:
-                        yield ResultRecord.model_validate_json(text)
+                        yield path, number, ResultRecord.model_validate_json(text)
                     except ValidationError as exc:
                         first = exc.errors()[0]
                         where = ".".join(str(p) for p in first.get("loc", ()))
                         reason = f"{where}: {first['msg']}" if where else first["msg"]
-                        yield CorruptLine(path, number, reason)
+                        yield path, number, CorruptLine(path, number, reason)
 
     def read(self) -> tuple[list[ResultRecord], list[CorruptLine]]:
-        """All valid records, and the corrupt lines that were skipped."""
+        """All valid records, and the corrupt lines that were skipped.
+
+        Records that share a config hash must share their spec (all of it but the seed), since readers group by
+        the hash: one whose spec differs is skipped and reported, so two configurations never merge. The spec
+        that hashes to the shared hash is the configuration's; when none does, the first one read."""
+        entries = list(self._lines())
+        reference: dict[str, tuple[RunSpec, bool]] = {}
+        for _, _, item in entries:
+            if isinstance(item, ResultRecord):
+                spec = _unseeded(item)
+                hashes = spec.config_hash() == item.config_hash
+                known = reference.get(item.config_hash)
+                if known is None or (hashes and not known[1]):
+                    reference[item.config_hash] = (spec, hashes)
         records: list[ResultRecord] = []
         problems: list[CorruptLine] = []
-        for item in self.scan():
+        for path, number, item in entries:
+            if isinstance(item, ResultRecord) and _unseeded(item) != reference[item.config_hash][0]:
+                item = CorruptLine(path, number, f"config_hash {item.config_hash} belongs to another spec; "
+                                                 "skipped so that two configurations never merge")
             (records if isinstance(item, ResultRecord) else problems).append(item)
         return records, problems
 
@@ -199,6 +221,11 @@ class ResultStore:
     def leaderboard_path(self) -> Path:
         """Where ``bench summarize`` writes the aggregated table."""
         return self.root / "leaderboard.csv"
+
+
+def _unseeded(record: ResultRecord) -> RunSpec:
+    """A record's spec with the seed set aside (what its config hash covers)."""
+    return dataclasses.replace(RunSpec.from_dict(record.spec), seed=0)
 
 
 def _write_all(fd: int, data: bytes) -> None:
