@@ -226,7 +226,8 @@ def run_grid(
     off (status "claimed") and, after every other cell, waited for: skipped if that process recorded it,
     run here if it died first.
     """
-    store.check_writable()  # before the first cell, so no finished cell is lost to an unwritable folder
+    specs = list(specs)
+    store.check_writable({s.defense for s in specs})  # before the first cell, so no finished cell is lost
     done = store.completed()
     counts = {"done": 0, "skipped": 0}
     deferred = []

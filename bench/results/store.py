@@ -21,7 +21,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
@@ -80,12 +80,23 @@ class ResultStore:
             raise BenchError(f"defense name {defense!r} would write outside {self.records_dir}.")
         return path
 
-    def check_writable(self) -> None:
+    def check_writable(self, defenses: Iterable[str] = ()) -> None:
         """Refuse, before anything runs, a results folder that cannot take a record: a file in its place
-        or a folder (or its nearest existing parent) without write permission."""
-        for folder in (self.root, self.records_dir):
+        or a folder (or its nearest existing parent) without write permission; and for each of ``defenses``, a
+        records file or lock file that is not a file (a folder, a dangling symbolic link), or a claims folder
+        that is a file."""
+        for folder in (self.root, self.records_dir, self.claims_dir):
             if folder.exists() and not folder.is_dir():
                 raise BenchError(f"results folder {folder} is a file, not a folder; pass another --results-dir.")
+        for defense in defenses:
+            path = self.path_for(defense)
+            for target in (path, Path(str(path) + ".lock")):
+                if target.is_symlink() and not target.exists():
+                    raise BenchError(f"records file {target} is a symbolic link to nothing; remove it or point it "
+                                     "at a file.")
+                if target.exists() and not target.is_file():
+                    raise BenchError(f"records file {target} is not a file; move it away or pass another "
+                                     "--results-dir.")
         target = next(p for p in (self.records_dir, *self.records_dir.parents) if p.exists())
         if not target.is_dir():
             raise BenchError(f"results folder {self.root} cannot be created: {target} is a file.")
