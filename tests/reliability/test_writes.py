@@ -80,3 +80,13 @@ def test_a_check_run_is_not_refused_for_a_records_file(tiny_data, tmp_path):
     """--check saves nothing, so a records folder in the way does not stop it."""
     (tmp_path / "r" / "records" / "none.jsonl").mkdir(parents=True)
     assert invoke("run", "--defense", "none", *MOCK_CHECK, "--results-dir", tmp_path / "r").exit_code == 0
+
+
+@pytest.mark.parametrize("text, key, line", [
+    ("tasks: [sst2]\nencoders: [mock]\ndefenses: [none]\ndefenses: [texthide]\n", "defenses", 4),
+    ("tasks: [sst2]\ndefenses: [{name: texthide, args: {m: 4, m: 16}}]\n", "m", 2),
+], ids=["top-level key", "nested argument"])
+def test_a_grid_with_a_duplicate_key_is_refused(tmp_path, text, key, line):
+    grid = tmp_path / "dup.yaml"
+    grid.write_text(text)
+    one_sentence(invoke("run", "--grid", grid, "--dry-run"), f"dup.yaml:{line} gives key '{key}' twice")
