@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, register_attack, require
+from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, register_attack, require, within
 
 ATTRIBUTE_NAMES = ("gender", "age", "person1", "person2", "person3", "person4", "person5")  # of the shipped tasks
 
@@ -66,14 +66,14 @@ class AttributeInference(Attack):
     metrics: ClassVar[tuple[Metric, ...]] = _metrics()
 
     attributes: str = "all"  # attributes to attack, joined by "+" (e.g. gender+age); all = every one the task has
-    budget: float = 1.0  # queries as a share of the query pool (1 = "1x queries": as many as the victim's training set)
-    hidden: int = 384  # width of the imitation's trainable hidden layer (the representation attacked)
-    epochs: int = 60  # passes of extraction training over the answered queries
-    lr: float = 2e-3  # Adam learning rate of extraction
-    batch_size: int = 32  # answered queries per extraction step
-    mlp_hidden: int = 128  # hidden units of each attribute MLP (scikit-learn MLPClassifier)
-    mlp_iter: int = 300  # maximum training iterations of each attribute MLP
-    seed: int = 0  # seeds the imitation's initialisation, batch order and the attribute MLPs
+    budget: float = within(1.0, "(0, 1]")  # share of the query pool asked (1 = "1x": the victim's training set size)
+    hidden: int = within(384, "[1, 65536]")  # width of the imitation's trainable hidden layer (what is attacked)
+    epochs: int = within(60, "[1, 1e5]")  # passes of extraction training over the answered queries
+    lr: float = within(2e-3, "(0, 10]")  # Adam learning rate of extraction
+    batch_size: int = within(32, "[2, 65536]")  # answered queries per extraction step
+    mlp_hidden: int = within(128, "[1, 65536]")  # hidden units of each attribute MLP (scikit-learn MLPClassifier)
+    mlp_iter: int = within(300, "[1, 1e6]")  # maximum training iterations of each attribute MLP
+    seed: int = within(0, "[0, 4294967295]")  # seeds the imitation's initialisation, batch order and the attribute MLPs
     run_notes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     measure: str = field(default="accuracy", init=False, repr=False, compare=False)  # the release's Table 4 measure
 

@@ -39,7 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
 
 
 @dataclass
@@ -72,9 +72,9 @@ class ConditionProbe(Attack):
         Metric("link_centred_ci95", False, "half-width of the 95% Student-t interval of link_centred over patients"),
     )
 
-    patients: int = 100  # patients probed (the first of the corpus; all when fewer)
+    patients: int = within(100, "[1, 1e8]")  # patients probed (the first of the corpus; all when fewer)
     template: str = "{name} was diagnosed with {condition} ."  # the probe sentence: {name} and {condition}
-    batch_size: int = 256  # rows per forward pass
+    batch_size: int = within(256, "[1, 65536]")  # rows per forward pass
 
     def __post_init__(self) -> None:
         require(self.patients >= 1, f"condition-probe patients must be >= 1, got {self.patients}.")

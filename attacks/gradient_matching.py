@@ -32,7 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
 
 
 @register_attack("gradient-matching")
@@ -47,13 +47,13 @@ class GradientMatching(Attack):
                float("inf")),
     )
 
-    attacks: int = 50  # N independent attacks: the first N updates of the release (paper: 50)
-    steps: int = 1200  # L-BFGS steps per attack (paper: 1,200)
-    inner: int = 20  # inner L-BFGS iterations per step (paper: 20)
-    history: int = 100  # L-BFGS history size (paper: 100)
-    threshold: float = 0.001  # success: MSE(recovered, true representation) at most this (paper: 0.001)
+    attacks: int = within(50, "[1, 1e6]")  # N independent attacks: the first N updates of the release (paper: 50)
+    steps: int = within(1200, "[1, 1e8]")  # L-BFGS steps per attack (paper: 1,200)
+    inner: int = within(20, "[1, 1e5]")  # inner L-BFGS iterations per step (paper: 20)
+    history: int = within(100, "[1, 1e5]")  # L-BFGS history size (paper: 100)
+    threshold: float = within(0.001, "(0, 1e30]")  # success: MSE(recovered, true representation) <= this (paper: 0.001)
     line_search: str = "strong_wolfe"  # strong_wolfe, or none for DLG's plain lr-1 steps
-    workers: int = 1  # parallel processes, one attack each at a time
+    workers: int = within(1, "[1, 1024]")  # parallel processes, one attack each at a time
 
     def __post_init__(self) -> None:
         for name in ("attacks", "steps", "inner", "history", "workers"):

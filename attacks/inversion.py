@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.core.params import require
+from bench.core.params import require, within
 from bench.core.seeding import numpy_generator
 from bench.data.examples import flatten_segments
 from bench.privacy.mechanisms import nearest_tokens, token_counts
@@ -55,8 +55,8 @@ class Inversion(Attack):
     )
 
     bayes: bool = True  # also make the Bayesian guess for text releases of a known mechanism
-    trials: int = 20  # d_chi text only: mechanism runs per candidate token to estimate its channel
-    support: int = 2000  # d_chi text only: candidate input tokens (the most frequent in the corpus)
+    trials: int = within(20, "[1, 1e5]")  # d_chi text only: mechanism runs per candidate token to estimate its channel
+    support: int = within(2000, "[1, 1e8]")  # d_chi text only: candidate input tokens (the most frequent in the corpus)
 
     def __post_init__(self) -> None:
         require(self.trials >= 1, f"inversion trials must be >= 1, got {self.trials}.")

@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from attacks.inversion import TokenGuesses, _hits
-from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
 from bench.core.params import added_later
 from bench.data.examples import flatten_segments
 
@@ -58,12 +58,12 @@ class MaskInference(Attack):
 
     mlm: str = "minilm"  # the attacker's MLM: a hub id (pretrained head), minilm (fresh head) or minilm-mlm (trained)
     checkpoint: str = ""  # a directory saved by bench.models.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
-    batch_size: int = 64  # masked rows per forward pass
-    max_sentences: int = 0  # attack only the first N released sentences (0 = all); the metric is over those
+    batch_size: int = within(64, "[1, 65536]")  # masked rows per forward pass
+    max_sentences: int = within(0, "[0, 1e9]")  # attack (and score) only the first N released sentences (0 = all)
     # vanilla, prob or denoising: the attacker adapts mlm itself (Qu et al. §3.4) on public text privatized by
     # the release's own public mechanism and parameters, the checkpoint the server would adapt to (cached)
     adapted: str = added_later("")  # vanilla, prob or denoising: adapt mlm to the release's mechanism; empty = no
-    adapted_steps: int = added_later(300)  # that adaptation's optimizer steps
+    adapted_steps: int = within(300, "[1, 1e8]", later=True)  # that adaptation's optimizer steps
 
     def __post_init__(self) -> None:
         from bench.models.adaptation import OBJECTIVES

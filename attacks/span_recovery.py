@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.core.params import require
+from bench.core.params import require, within
 
 BEAM_ROWS = 256  # rows per forward pass of the beam search
 
@@ -58,9 +58,9 @@ class SpanRecovery(Attack):
         Metric("mlm_top_k", True, "fraction of the original sensitive spans among the MLM's top-k slot fillings"),
     )
 
-    k: int = 8  # fillings per slot (beam width)
+    k: int = within(8, "[1, 64]")  # fillings per slot (beam width)
     mlm: str = ""  # the MLM that fills slots; empty = the mechanism's MLM when it names one, else minilm-mlm
-    rows: int = 500  # attacked release rows (the first ones), to bound the beam search's cost
+    rows: int = within(500, "[1, 1e9]")  # attacked release rows (the first ones), to bound the beam search's cost
     allow_untrained: bool = False  # accept an MLM whose head was never trained (plumbing tests only)
     run_notes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -19,7 +19,7 @@ from bench.core.components import (
 )
 from bench.core.errors import BenchError
 from bench.core.metrics import Metric
-from bench.core.params import added_later, allows_infinity, require
+from bench.core.params import added_later, allows_infinity, require, within
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
 from bench.core.releases import Release, ReleaseKind
 from bench.core.spans import Edit, Span
@@ -55,4 +55,5 @@ __all__ = [
     "register_defense",
     "register_task",
     "require",
+    "within",
 ]

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import ReleaseKind, RepresentationDefense, TokenDefense, added_later, register_defense, require
+from bench import ReleaseKind, RepresentationDefense, TokenDefense, added_later, register_defense, require, within
 from bench.privacy.mechanisms import dchi_noise
 from bench.privacy.public import DchiNearestToken, DchiSentenceNoise, DchiTokenNoise, SpaceRef
 
@@ -52,7 +52,7 @@ class DchiSequence(EtaParameter, RepresentationDefense):
     # 2: the training split is released once (one noise draw per example) instead of afresh every epoch
     version: ClassVar[str] = "2"
 
-    eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
+    eta: float = within(100.0, "[1e-4, 1e30]")  # privacy parameter (larger = less noise); mean noise radius is n/eta
 
     def representation_mechanism(self):
         """d_chi noise on sentence representations, with its eta."""
@@ -74,7 +74,7 @@ class DchiToken(EtaParameter, TokenDefense):
 
     releases: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TOKEN_EMBEDDINGS,)
 
-    eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
+    eta: float = within(100.0, "[1e-4, 1e30]")  # privacy parameter (larger = less noise); mean noise radius is n/eta
 
     def token_mechanism(self):
         """phi(w) + N for every token w."""
@@ -86,7 +86,7 @@ class DchiToken(EtaParameter, TokenDefense):
 class DchiText(EtaParameter, TokenDefense):
     """M_txt: releases the nearest vocabulary token to each noisy token embedding (Feyisetan et al. Alg. 1)."""
 
-    eta: float = 100.0  # privacy parameter (larger = less noise); mean noise radius is n/eta
+    eta: float = within(100.0, "[1e-4, 1e30]")  # privacy parameter (larger = less noise); mean noise radius is n/eta
     vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
     def token_mechanism(self):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench import Edit, SpanDefense, register_defense
-from bench.core.params import require
+from bench.core.params import require, within
 
 MASK = "[MASK]"
 
@@ -26,7 +26,7 @@ class SpanMask(SpanDefense):
     version: ClassVar[str] = "1"
 
     kinds: str = "all"  # span kinds to rewrite, joined by "+" (e.g. PER+ORG, NP); all = every kind the task declares
-    fraction: float = 1.0  # share of the chosen spans that is rewritten, drawn at random over the split
+    fraction: float = within(1.0, "(0, 1]")  # share of the chosen spans rewritten, drawn at random over the split
 
     def __post_init__(self) -> None:
         require(0.0 < self.fraction <= 1.0, f"mask fraction must lie in (0, 1], got {self.fraction}.")

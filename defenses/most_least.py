@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench import OutputDefense, register_defense, require
+from bench import OutputDefense, register_defense, require, within
 
 
 @register_defense("most-least")
@@ -24,7 +24,7 @@ class MostLeast(OutputDefense):
 
     version: ClassVar[str] = "1"
 
-    eps: float = 0.01  # margin, in (0, 0.5)
+    eps: float = within(0.01, "(0, 0.5)")  # margin, in (0, 0.5)
 
     def __post_init__(self) -> None:
         require(0 < self.eps < 0.5, f"most-least eps must lie in (0, 0.5), got {self.eps}.")

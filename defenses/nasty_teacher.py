@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench import OutputDefense, register_defense, require
+from bench import OutputDefense, register_defense, require, within
 
 
 @register_defense("nasty-teacher")
@@ -28,8 +28,8 @@ class NastyTeacher(OutputDefense):
 
     version: ClassVar[str] = "1"
 
-    tau: float = 4.0  # temperature of the KL term, > 0
-    omega: float = 0.004  # weight of the KL term, >= 0 (0 = a normally trained victim)
+    tau: float = within(4.0, "[1e-3, 1e3]")  # temperature of the KL term, > 0
+    omega: float = within(0.004, "[0, 1]")  # weight of the KL term, >= 0 (0 = a normally trained victim)
 
     def __post_init__(self) -> None:
         require(self.tau > 0, f"nasty-teacher tau must be > 0, got {self.tau}.")

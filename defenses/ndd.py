@@ -64,7 +64,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Edit, SpanDefense, added_later, register_defense
-from bench.core.params import require
+from bench.core.params import require, within
 from bench.core.progress import progress_bar
 from bench.models.encoders import PRECISIONS
 
@@ -84,13 +84,13 @@ class NDDDistortion(SpanDefense):
 
     mode: str = "generative"  # generative (the MLM fills the masked span) or substitutive (a phrase of its kind)
     select: str = "ndd"  # ndd (smallest NDD of k candidates) or random (the first drawn: "w/o NDD")
-    k: int = 8  # candidates per span (the paper's 8)
-    mu: float = 0.9  # NDD distance decay, weight mu ** distance to the span, in (0, 1]
+    k: int = within(8, "[1, 64]")  # candidates per span (the paper's 8)
+    mu: float = within(0.9, "(0, 1]")  # NDD distance decay, weight mu ** distance to the span, in (0, 1]
     mlm: str = "minilm-mlm"  # the masked LM for generation and NDD (minilm-mlm@N; hub ids such as bert-base-cased)
     kinds: str = "all"  # span kinds to rewrite, joined by "+" (e.g. PER+ORG, NP); all = every kind the task declares
-    fraction: float = 1.0  # share of the chosen spans that is rewritten, drawn at random over the split
-    tol: float = 0.0  # NDD positions of weight below tol are skipped (a lower bound; 0 = exact)
-    window: int = added_later(0)  # NDD only over words within this many of the span (0 = the whole segment)
+    fraction: float = within(1.0, "(0, 1]")  # share of the chosen spans rewritten, drawn at random over the split
+    tol: float = within(0.0, "[0, 1)")  # NDD positions of weight below tol are skipped (a lower bound; 0 = exact)
+    window: int = within(0, "[0, 1e6]", later=True)  # NDD only over words this near the span (0 = the whole segment)
     scope: str = added_later("segment")  # segment (NDD over the whole segment) or sentence (the span's sentence)
     mlm_precision: str = added_later("cell")  # the client's MLM passes: cell (the cell's precision), fp32 or bf16
     allow_untrained: bool = False  # accept an MLM whose head was never trained (plumbing tests only)

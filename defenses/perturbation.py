@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench import OutputDefense, register_defense, require
+from bench import OutputDefense, register_defense, require, within
 
 
 @register_defense("perturbation")
@@ -27,7 +27,7 @@ class PredictionPerturbation(OutputDefense):
 
     version: ClassVar[str] = "1"
 
-    sigma: float = 0.05  # standard deviation of the Gaussian noise on each probability, >= 0
+    sigma: float = within(0.05, "[0, 100]")  # standard deviation of the Gaussian noise on each probability, >= 0
 
     def __post_init__(self) -> None:
         require(self.sigma >= 0, f"perturbation sigma must be >= 0, got {self.sigma}.")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench import OutputDefense, register_defense, require
+from bench import OutputDefense, register_defense, require, within
 
 
 @register_defense("reverse-sigmoid")
@@ -25,8 +25,8 @@ class ReverseSigmoid(OutputDefense):
 
     version: ClassVar[str] = "1"
 
-    beta: float = 0.5  # perturbation magnitude, >= 0 (0 = the plain softmax)
-    gamma: float = 0.5  # slope of the inner sigmoid, > 0
+    beta: float = within(0.5, "[0, 1000]")  # perturbation magnitude, >= 0 (0 = the plain softmax)
+    gamma: float = within(0.5, "[1e-3, 1e3]")  # slope of the inner sigmoid, > 0
 
     def __post_init__(self) -> None:
         require(self.beta >= 0, f"reverse-sigmoid beta must be >= 0, got {self.beta}.")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench import TokenDefense, added_later, register_defense, require
+from bench import TokenDefense, added_later, register_defense, require, within
 from bench.privacy.public import ExponentialMechanism, SpaceRef
 
 
@@ -42,7 +42,7 @@ from bench.privacy.public import ExponentialMechanism, SpaceRef
 class SanText(TokenDefense):
     """SanText: every token sanitized over the whole vocabulary (SanText+ with w = 1)."""
 
-    eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
+    eps: float = within(14.0, "(0, 1e30]")  # privacy parameter of the exponential mechanism (larger = less noise)
     vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
     def __post_init__(self) -> None:
@@ -62,9 +62,9 @@ class SanText(TokenDefense):
 class SanTextPlus(TokenDefense):
     """SanText+: rare (sensitive) tokens always sanitized, others with probability p, into V_S."""
 
-    eps: float = 14.0  # privacy parameter of the exponential mechanism (larger = less noise)
-    p: float = 0.3  # probability that a non-sensitive token is sanitized
-    w: float = 0.9  # fraction of the client's vocabulary, least frequent first, treated as sensitive
+    eps: float = within(14.0, "(0, 1e30]")  # privacy parameter of the exponential mechanism (larger = less noise)
+    p: float = within(0.3, "[0, 1]")  # probability that a non-sensitive token is sanitized
+    w: float = within(0.9, "(0, 1]")  # fraction of the client's vocabulary, least frequent first, treated as sensitive
     vectors: str = added_later("")  # GloVe-format word-vector file (work in words); empty = the WordPiece table
 
     def __post_init__(self) -> None:

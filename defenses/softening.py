@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench import OutputDefense, register_defense, require
+from bench import OutputDefense, register_defense, require, within
 
 
 @register_defense("softening")
@@ -25,7 +25,7 @@ class Softening(OutputDefense):
 
     version: ClassVar[str] = "1"
 
-    tau: float = 2.0  # softmax temperature, > 0 (1 = the plain softmax; > 1 flattens the answers)
+    tau: float = within(2.0, "[1e-3, 1e3]")  # softmax temperature (1 = the plain softmax; > 1 flattens the answers)
 
     def __post_init__(self) -> None:
         require(self.tau > 0, f"softening tau must be > 0, got {self.tau}.")

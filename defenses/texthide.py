@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from bench import RepresentationDefense, added_later, register_defense, require
+from bench import RepresentationDefense, added_later, register_defense, require, within
 from bench.privacy.public import MixAndMask
 
 SCHEMES = ("intra", "inter")
@@ -43,11 +43,11 @@ class TextHide(RepresentationDefense):
 
     rehides_each_epoch: ClassVar[bool] = True  # §3.4: a new mask for every input each epoch
 
-    m: int | str = 256  # masks in the client's pool, each in {-1,+1}^d; 0 = no mask (mix-only); inf = fresh per example
-    k: int = 4  # representations mixed into each hidden one; 1 = no mixing
+    m: int | str = within(256, "[0, 262144]")  # masks in {-1,+1}^d in the pool; 0 = none; inf = fresh per example
+    k: int = within(4, "[1, 1024]")  # representations mixed into each hidden one; 1 = no mixing
     scheme: str = added_later("intra")  # intra: partners from the private batch; inter: half from a public corpus
     public: str = added_later("")  # task whose texts inter mixes in (labels unused); empty = sst2, or cola for sst2
-    clients: int = added_later(0)  # 0 = centralised training; C >= 1 = Algorithm 2 with C clients and m/C masks each
+    clients: int = within(0, "[0, 262144]", later=True)  # 0 = centralised; C >= 1 = Algorithm 2 (m/C masks per client)
     mask_pool: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -53,7 +53,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.params import build_component
 from bench.core.progress import track
+from bench.core.registry import DEFENSES
 from bench.core.seeding import numpy_generator
 from bench.privacy.mechanisms import dchi_token_text, exponential_sample
 
@@ -136,6 +138,8 @@ def validate(etas: Sequence[float], trials: int, mechanism: str, thresholds: Thr
     bad = [e for e in etas if not (math.isfinite(e) and e > 0)]
     if bad:
         raise BenchError(f"eta must be > 0 and finite, got {bad[0]}.")
+    for value in etas:  # the range declared beside the defense's parameter (bench.core.params.within)
+        build_component(DEFENSES.get(mechanism), {PARAMETER_NAMES[mechanism]: float(value)})
     if trials < 1:
         raise BenchError(f"--trials must be >= 1, got {trials}.")
     if not 0 <= thresholds.max_unchanged <= 1:

@@ -172,6 +172,11 @@ def load_mapping(root: Path, table: str) -> dict[str, Any]:
 
 
 def report_path(root: Path, table: str) -> Path:
+    """``<root>/reproduction/<table>.json``; a table name that is not a plain file stem (a ``/``, ``..``, a leading
+    dot) is refused, so no report is written outside ``reproduction/``."""
+    if not table or Path(table).name != table or table.startswith(".") or "\\" in table:
+        raise BenchError(f"table {table!r} is not a reference table name (a file stem under reference/, without "
+                         "folders); run bench reproduce without a table to list them.")
     return reproduction_dir(root) / f"{table}.json"
 
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.core.errors import BenchError
+from bench.core.files import output_file
 from bench.models.offline_mlm import MLMRecipe
 
 app = typer.Typer(
@@ -127,7 +128,7 @@ def run(
         raise BenchError("--shard splits a grid between local processes; the Ray executor schedules every cell "
                          "itself, so drop --shard.")
     if save and not check and not dry_run:
-        store.check_writable()  # before the cell runs, so a finished result is never lost
+        store.check_writable([defense] if grid is None else [])  # before the cell runs: no result is lost
     if grid is not None:
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
@@ -156,10 +157,16 @@ def run(
     with reusing(store, reuse, releases):
         record = run_cell(spec)
     path = store.append(record) if save else None
-    if as_json:
-        print(record.model_dump_json(indent=2))
-    else:
-        _print_record(record, path)
+    try:
+        if as_json:
+            print(record.model_dump_json(indent=2))
+        else:
+            _print_record(record, path)
+    except Exception as exc:  # noqa: BLE001 - the record is stored: showing it must not make the user run it again
+        if path is None:
+            raise
+        err.print(f"[yellow]warning:[/yellow] the record was appended to {plain(path)}, but printing it failed "
+                  f"({plain(exc)})", highlight=False, soft_wrap=True)
 
 
 def _check_server_args(task: str, server_args: str) -> str:
@@ -270,7 +277,8 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
 
 
 def _print_record(record, path) -> None:
-    table = Table(title=f"{record.spec['task']} · {record.spec['defense']} · {record.spec['attack'] or 'no attack'}")
+    table = Table(title=plain(f"{record.spec['task']} · {record.spec['defense']} · "
+                              f"{record.spec['attack'] or 'no attack'}"))
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("random guess", justify="right")
@@ -278,9 +286,9 @@ def _print_record(record, path) -> None:
         if key.startswith("random/"):
             continue
         reference = record.metrics.get("random/" + key.split("/", 1)[1]) if key.startswith("privacy/") else None
-        table.add_row(key, f"{value:.4f}", "" if reference is None else f"{reference:.4f}")
+        table.add_row(plain(key), f"{value:.4f}", "" if reference is None else f"{reference:.4f}")
     out.print(table)
-    args = ",".join(f"{k}={v}" for k, v in record.spec["defense_args"].items())
+    args = plain(",".join(f"{k}={v}" for k, v in record.spec["defense_args"].items()))
     out.print(
         f"defense args: {args or '-'} · n_train {_size(record, 'n_train')} · n_eval {_size(record, 'n_eval')} · "
         f"seed {record.seed} · {record.runtime_s:.1f} s · config {record.config_hash}",
@@ -636,6 +644,7 @@ def reproduce(
             raise BenchError("--run needs a TABLE: name the table whose missing cells should run.")
         console.print(_coverage_table(rep.coverage(store.root, records)))
         return
+    output_file(rep.report_path(store.root, table), "reproduction report")  # before any work
     if run_missing:
         _run_missing(rep, store, table, records)
         records, _ = store.read()
@@ -823,7 +832,8 @@ def deniability(
     bounds = Thresholds(max_unchanged=max_unchanged, min_support=min_support, quantile=quantile)
     etas = list(eta) if eta else list(DEFAULT_PARAMETERS.get(mechanism, ()))
     validate(etas, trials, mechanism, bounds)  # before the encoder loads
-    path = report_path(ResultStore(results_dir).root, encoder, mechanism, count is None)
+    path = output_file(report_path(ResultStore(results_dir).root, encoder, mechanism, count is None),
+                       "deniability report")  # before the work, so it is never lost to an unwritable folder
     earlier = load_mergeable(path, planned_identity(encoder, mechanism, count, trials, seed, bounds)) if merge else None
     report = run_deniability(encoder, mechanism, count, trials, etas, seed, bounds,
                              log=lambda message: err.print(f"[dim]{message}[/dim]", highlight=False, soft_wrap=True))

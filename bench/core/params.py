@@ -42,6 +42,65 @@ def allows_infinity(default: Any) -> Any:
     return dataclasses.field(default=default, metadata={"allows_infinity": True})
 
 
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The interval in which a numeric parameter keeps its mechanism numerically meaningful."""
+
+    low: float
+    high: float
+    low_open: bool
+    high_open: bool
+    text: str  # as declared, e.g. "(0, 1e30]"
+
+    def __contains__(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+
+_RANGE = re.compile(r"^\s*([\[(])\s*([^,\s]+)\s*,\s*([^,\s\])]+)\s*([\])])\s*$")
+
+
+def parse_range(text: str) -> Range:
+    """``"(0, 1e30]"`` -> a ``Range`` (brackets closed, parentheses open; both bounds finite numbers)."""
+    match = _RANGE.match(text)
+    if not match:
+        raise ValueError(f"a range is written like (0, 1e30] or [1, 1024], got {text!r}")
+    low, high = float(match.group(2)), float(match.group(3))
+    if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+        raise ValueError(f"range {text!r} needs finite bounds, low <= high")
+    return Range(low, high, match.group(1) == "(", match.group(4) == ")", text.strip())
+
+
+def within(default: Any, interval: str, *, later: bool = False) -> Any:
+    """Declare a numeric parameter (a dataclass field with this default) and the interval in which its mechanism
+    is numerically meaningful, e.g. ``eps: float = within(14.0, "(0, 1e30]")``; ``build_component`` refuses a value
+    outside it before anything runs. ``later=True`` also marks it ``added_later``."""
+    interval_ = parse_range(interval)
+    if not isinstance(default, str) and default not in interval_:
+        raise ValueError(f"default {default!r} lies outside its range {interval}")
+    metadata = {"range": interval_, **({"added_later": True} if later else {})}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def declared_range(field: dataclasses.Field) -> Range | None:
+    """The range declared beside a parameter with ``within``, else None."""
+    return field.metadata.get("range")
+
+
+def check_ranges(owner: str, instance: Any) -> None:
+    """Refuse, in one sentence, a numeric parameter of ``instance`` outside its declared range."""
+    for field in dataclasses.fields(instance):
+        interval = declared_range(field)
+        value = getattr(instance, field.name)
+        if interval is None or isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+            continue
+        if value not in interval:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise BenchError(f"{owner} parameter {field.name} must lie in {interval.text}, the range in which it is "
+                             f"numerically meaningful, got {shown}.")
+
+
 def _finite(owner: str, name: str, value: Any, allow_inf: bool) -> Any:
     """Refuse NaN, and infinity unless the field allows it, in a float value."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -103,7 +162,8 @@ def _convert(owner: str, name: str, value: Any, annotation: Any, allow_inf: bool
 def build_component(cls: type, args: Mapping[str, Any] | str | None) -> Any:
     """Instantiate a dataclass component from user arguments, with type checks and suggestions.
 
-    The component's ``__post_init__`` validates values and raises ``BenchError``.
+    The component's ``__post_init__`` validates values and raises ``BenchError``; then every parameter must lie in
+    the range declared beside it (``within``).
     """
     if isinstance(args, str) or args is None:
         args = parse_arg_string(args)
@@ -119,7 +179,9 @@ def build_component(cls: type, args: Mapping[str, Any] | str | None) -> Any:
             raise BenchError(f"{owner} has no parameter '{key}' (its parameters: {known}).{hint}")
         allow_inf = bool(fields[key].metadata.get("allows_infinity"))
         kwargs[key] = _coerce(owner, key, value, hints[key], allow_inf)
-    return cls(**kwargs)
+    instance = cls(**kwargs)
+    check_ranges(owner, instance)
+    return instance
 
 
 def added_later(default: Any) -> Any:

@@ -73,6 +73,31 @@ def _subset(item: dict, key: str, grid_values: list, kind: type, path: Path) -> 
     return only
 
 
+class DuplicateKey(Exception):
+    """A key given twice in one mapping of a YAML file (line: where the second is)."""
+
+    def __init__(self, key: object, line: int) -> None:
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+def _unique_keys_loader():
+    """A safe YAML loader that raises ``DuplicateKey`` where the standard one keeps the last of two equal keys."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
+
+
 def _read_grid(path: Path) -> dict:
     """The grid file's mapping, or one sentence on why it is not one."""
     import yaml
@@ -82,7 +107,10 @@ def _read_grid(path: Path) -> dict:
     if not path.is_file():
         raise BenchError(f"grid file {path} does not exist.")
     try:
-        grid = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        grid = yaml.load(path.read_text(encoding="utf-8"), Loader=_unique_keys_loader()) or {}
+    except DuplicateKey as exc:
+        raise BenchError(f"grid file {path}:{exc.line} gives key {exc.key!r} twice in one mapping; give it once "
+                         "(YAML would keep only the second).") from None
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise BenchError(f"grid file {path} is not UTF-8 text (line {line}); save it as UTF-8.") from None
@@ -226,7 +254,8 @@ def run_grid(
     off (status "claimed") and, after every other cell, waited for: skipped if that process recorded it,
     run here if it died first.
     """
-    store.check_writable()  # before the first cell, so no finished cell is lost to an unwritable folder
+    specs = list(specs)
+    store.check_writable({s.defense for s in specs})  # before the first cell, so no finished cell is lost
     done = store.completed()
     counts = {"done": 0, "skipped": 0}
     deferred = []

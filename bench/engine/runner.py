@@ -16,6 +16,7 @@ from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
 from bench.engine.protocols import choose_protocol, released_kinds
+from bench.engine.sanity import check_attack, check_client_part, guard
 from bench.results.record import ResultRecord
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
@@ -181,7 +182,7 @@ def cell_context(spec: RunSpec, client_only: bool = False):
     from bench.models.training import TrainingConfig
 
     task = build_component(TASKS.get(spec.task), {})
-    defense = build_component(DEFENSES.get(spec.defense), spec.defense_args)
+    defense = guard(build_component(DEFENSES.get(spec.defense), spec.defense_args))  # checks what it releases
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
     wanted = compatible_kind(type(defense), attack_cls, type(task)) if attack_cls is not None else None
     protocol = choose_protocol(type(defense), type(task).protocols, wanted)
@@ -237,6 +238,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     reused = reuse.prepare(spec)  # a recorded configuration's release and utility, when reuse is on and fits
     context, output, wanted, protocol = reused.cell or run_defense(spec)
     task, data = context.task, context.data
+    check_client_part(spec, output, data)  # a non-finite utility or release, or a collapsed token release
     utility = check_values(f"task '{spec.task}'", task.metrics, output.utility)
     metrics = {f"utility/{name}": value for name, value in utility.items()}
     directions = {f"utility/{m.name}": m.higher_is_better for m in task.metrics}
@@ -263,6 +265,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
+        check_attack(spec, release, data, guesses, random_guesses)  # non-finite guesses, or a broken deferred release
         for prefix, found in (("privacy", guesses), ("random", random_guesses)):
             scores = check_values(f"attack '{spec.attack}'", attack_cls.metrics, attack.score(found, truth, public))
             for name, value in scores.items():

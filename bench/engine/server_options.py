@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.core.params import require
+from bench.core.params import require, within
 from bench.models.adaptation import OBJECTIVES
 
 PRETRAINING_PREFIXES = ("pretrain_", "utility_")  # options of pretraining tasks only
@@ -26,15 +26,15 @@ class ServerOptions:
     """Options of the server's training beyond the head (``--server-args``)."""
 
     adapt: str = ""  # privacy-adaptive pretraining: vanilla, prob or denoising MLM; empty = none
-    adapt_steps: int = 300  # its optimizer steps on privatized public text (a CPU budget)
-    adapt_batch_size: int = 16  # sequences per step (a CPU budget; see AdaptationConfig)
-    adapt_lr: float = 5e-5  # AdamW learning rate
+    adapt_steps: int = within(300, "[1, 1e8]")  # its optimizer steps on privatized public text (a CPU budget)
+    adapt_batch_size: int = within(16, "[1, 65536]")  # sequences per step (a CPU budget; see AdaptationConfig)
+    adapt_lr: float = within(5e-5, "(0, 10]")  # AdamW learning rate
     adapt_corpus: str = "auto"  # public text: offline squad/conll2003/agnews/auto, or a hub corpus
     pretrain_mlm: str = "minilm-mlm"  # pretraining tasks: the MLM further pretrained on the release (load_mlm name)
-    pretrain_steps: int = 200  # pretraining tasks: its optimizer steps (a CPU budget; 0 = the MLM as it is)
+    pretrain_steps: int = within(200, "[0, 1e8]")  # pretraining tasks: its optimizer steps (0 = the MLM as it is)
     pretrain_allow_untrained: bool = False  # pretraining tasks: accept an MLM with an untrained head (tests only)
-    utility_n_train: int = 1000  # pretraining tasks: training sentences of the utility task (BioNER)
-    utility_n_eval: int = 300  # pretraining tasks: evaluation sentences of the utility task
+    utility_n_train: int = within(1000, "[2, 1e8]")  # pretraining tasks: training sentences of the utility task
+    utility_n_eval: int = within(300, "[2, 1e8]")  # pretraining tasks: evaluation sentences of the utility task
 
     def __post_init__(self) -> None:
         require(self.adapt in ("", *OBJECTIVES),

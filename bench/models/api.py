@@ -20,6 +20,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from bench.core.errors import BenchError
+
 
 @contextmanager
 def one_thread() -> Iterator[None]:
@@ -118,6 +120,9 @@ class PredictionAPI:
         """The answers for a batch of logits (the output defense applied)."""
         from bench.privacy.outputs import softmax
 
+        if not np.isfinite(logits).all():
+            raise BenchError("the victim's outputs hold NaN or infinite values (its training diverged), so nothing is "
+                             "recorded; try parameter values nearer their defaults (the defense's, --train-args lr=).")
         return softmax(logits) if self.defense is None else self.defense.answer(logits, self.rng)
 
     def __call__(self, texts: list) -> np.ndarray:

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bench.core.params import require
+from bench.core.params import require, within
 from bench.core.progress import track
 
 # (representations, targets, generator) -> (released representations, released targets)
@@ -36,12 +36,12 @@ class TrainingConfig:
     """How the server trains its utility model."""
 
     mode: str = "frozen"  # frozen (cached features, head only) or finetune (encoder trains too)
-    epochs: int = 120  # passes over the training releases
-    lr: float = 2e-3  # peak learning rate (Adam; AdamW when fine-tuning), cosine decay to 0
-    batch_size: int = 64  # examples per batch; TextHide mixes within a batch (paper: 32)
-    head_layers: int = 2  # hidden layers of the MLP head, each as wide as the encoder
+    epochs: int = within(120, "[1, 1e5]")  # passes over the training releases
+    lr: float = within(2e-3, "(0, 10]")  # peak learning rate (Adam; AdamW when fine-tuning), cosine decay to 0
+    batch_size: int = within(64, "[2, 65536]")  # examples per batch; TextHide mixes within a batch (paper: 32)
+    head_layers: int = within(2, "[0, 64]")  # hidden layers of the MLP head, each as wide as the encoder
     activation: str = "relu"  # relu, or tanh as in TextHide's code (tanh fails on frozen masked features)
-    dropout: float = 0.0  # dropout on the head's input (TextHide used 0.4 on SST-2 when fine-tuning)
+    dropout: float = within(0.0, "[0, 1)")  # dropout on the head's input (TextHide used 0.4 on SST-2 when fine-tuning)
 
     def __post_init__(self) -> None:
         require(self.mode in MODE_DEFAULTS, f"mode must be frozen or finetune, got '{self.mode}'.")

@@ -23,7 +23,7 @@ SERVER_DEFAULTS = ADAPTATION_DEFAULTS_V1 = {"adapt": "", "adapt_steps": 300, "ad
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
     """A stored record's dictionary in the current schema (a new dictionary; the input is unchanged)."""
     version = data.get("schema_version", 1)
-    if not isinstance(version, int) or version >= SCHEMA_VERSION or not isinstance(data.get("spec"), dict):
+    if type(version) is not int or not 1 <= version < SCHEMA_VERSION or not isinstance(data.get("spec"), dict):
         return data
     spec = dict(data["spec"])
     defense_args = dict(spec.get("defense_args") or {})

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bench.core.registry import NAME
+from bench.core.spec import RunSpec
 from bench.results.migrations import SCHEMA_VERSION, migrate
+
+VERSION = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*@[0-9]+$")  # a component's version as records keep it
 
 
 def _spec_field_types() -> dict[str, tuple[type, ...]]:
     """RunSpec's fields and the types a record stores each as, read from its annotations (``str | None``: both)."""
     import types
     import typing
-
-    from bench.core.spec import RunSpec
 
     kinds = {}
     for name, hint in typing.get_type_hints(RunSpec).items():
@@ -34,8 +37,9 @@ def _is_of(value: Any, kinds: tuple) -> bool:
 class ResultRecord(BaseModel):
     """Everything needed to trust, compare and re-run one cell."""
 
-    # newer fields survive a round trip; a NaN metric (e.g. Pearson of constant predictions) stays NaN
-    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
+    # newer fields survive a round trip; a NaN metric (e.g. Pearson of constant predictions) stays NaN; strict: a
+    # boolean is no number (a metric of true), a number no boolean, a string no number
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants", strict=True)
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -83,6 +87,29 @@ class ResultRecord(BaseModel):
         if wrong:  # readers take these fields as they are typed (a mapping's items, an integer's value)
             raise ValueError(f"spec field {', '.join(wrong)} has the wrong type")
         return value
+
+    @field_validator("versions")
+    @classmethod
+    def _component_versions(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in ("task", "defense", "attack"):
+            if key in value and not (VERSION.match(value[key]) or (key == "attack" and value[key] == "")):
+                raise ValueError(f"versions.{key} must be name@number, got {value[key]!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _spec_rebuilds(self) -> "ResultRecord":
+        """The spec names components by registry names, rebuilds as a RunSpec, and holds the record's seed."""
+        for key in ("task", "defense", "attack"):
+            name = self.spec.get(key)
+            if not (isinstance(name, str) and NAME.match(name)) and not (key == "attack" and name is None):
+                raise ValueError(f"spec.{key} {name!r} is not a component name")
+        try:
+            RunSpec.from_dict(self.spec)
+        except TypeError as exc:  # a field without a default is missing (a schema-1 record without attack)
+            raise ValueError(f"spec cannot be rebuilt ({exc})") from None
+        if self.spec.get("seed", self.seed) != self.seed:
+            raise ValueError(f"seed {self.seed} is not its spec's ({self.spec.get('seed')})")
+        return self
 
     def component_versions(self) -> str:
         """``task@v defense@v attack@v`` as recorded (a changed component invalidates old cells)."""

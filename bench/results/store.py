@@ -16,17 +16,19 @@ This module has no heavy imports: the dashboard uses it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 from bench.core.errors import BenchError
 from bench.core.registry import NAME
+from bench.core.spec import RunSpec
 from bench.results.record import ResultRecord
 
 
@@ -78,12 +80,23 @@ class ResultStore:
             raise BenchError(f"defense name {defense!r} would write outside {self.records_dir}.")
         return path
 
-    def check_writable(self) -> None:
+    def check_writable(self, defenses: Iterable[str] = ()) -> None:
         """Refuse, before anything runs, a results folder that cannot take a record: a file in its place
-        or a folder (or its nearest existing parent) without write permission."""
-        for folder in (self.root, self.records_dir):
+        or a folder (or its nearest existing parent) without write permission; and for each of ``defenses``, a
+        records file or lock file that is not a file (a folder, a dangling symbolic link), or a claims folder
+        that is a file."""
+        for folder in (self.root, self.records_dir, self.claims_dir):
             if folder.exists() and not folder.is_dir():
                 raise BenchError(f"results folder {folder} is a file, not a folder; pass another --results-dir.")
+        for defense in defenses:
+            path = self.path_for(defense)
+            for target in (path, Path(str(path) + ".lock")):
+                if target.is_symlink() and not target.exists():
+                    raise BenchError(f"records file {target} is a symbolic link to nothing; remove it or point it "
+                                     "at a file.")
+                if target.exists() and not target.is_file():
+                    raise BenchError(f"records file {target} is not a file; move it away or pass another "
+                                     "--results-dir.")
         target = next(p for p in (self.records_dir, *self.records_dir.parents) if p.exists())
         if not target.is_dir():
             raise BenchError(f"results folder {self.root} cannot be created: {target} is a file.")
@@ -169,24 +182,44 @@ class ResultStore:
 
     def scan(self) -> Iterator[ResultRecord | CorruptLine]:
         """Every record in every file, and a ``CorruptLine`` for each line that is not one."""
+        for _, _, item in self._lines():
+            yield item
+
+    def _lines(self) -> Iterator[tuple[Path, int, ResultRecord | CorruptLine]]:
         for path in self.files():
             with open(path, encoding="utf-8", errors="replace") as handle:
                 for number, text in enumerate(handle, start=1):
                     if not text.strip():
                         continue
                     try:
-                        yield ResultRecord.model_validate_json(text)
+                        yield path, number, ResultRecord.model_validate_json(text)
                     except ValidationError as exc:
                         first = exc.errors()[0]
                         where = ".".join(str(p) for p in first.get("loc", ()))
                         reason = f"{where}: {first['msg']}" if where else first["msg"]
-                        yield CorruptLine(path, number, reason)
+                        yield path, number, CorruptLine(path, number, reason)
 
     def read(self) -> tuple[list[ResultRecord], list[CorruptLine]]:
-        """All valid records, and the corrupt lines that were skipped."""
+        """All valid records, and the corrupt lines that were skipped.
+
+        Records that share a config hash must share their spec (all of it but the seed), since readers group by
+        the hash: one whose spec differs is skipped and reported, so two configurations never merge. The spec
+        that hashes to the shared hash is the configuration's; when none does, the first one read."""
+        entries = list(self._lines())
+        reference: dict[str, tuple[RunSpec, bool]] = {}
+        for _, _, item in entries:
+            if isinstance(item, ResultRecord):
+                spec = _unseeded(item)
+                hashes = spec.config_hash() == item.config_hash
+                known = reference.get(item.config_hash)
+                if known is None or (hashes and not known[1]):
+                    reference[item.config_hash] = (spec, hashes)
         records: list[ResultRecord] = []
         problems: list[CorruptLine] = []
-        for item in self.scan():
+        for path, number, item in entries:
+            if isinstance(item, ResultRecord) and _unseeded(item) != reference[item.config_hash][0]:
+                item = CorruptLine(path, number, f"config_hash {item.config_hash} belongs to another spec; "
+                                                 "skipped so that two configurations never merge")
             (records if isinstance(item, ResultRecord) else problems).append(item)
         return records, problems
 
@@ -199,6 +232,11 @@ class ResultStore:
     def leaderboard_path(self) -> Path:
         """Where ``bench summarize`` writes the aggregated table."""
         return self.root / "leaderboard.csv"
+
+
+def _unseeded(record: ResultRecord) -> RunSpec:
+    """A record's spec with the seed set aside (what its config hash covers)."""
+    return dataclasses.replace(RunSpec.from_dict(record.spec), seed=0)
 
 
 def _write_all(fd: int, data: bytes) -> None:
