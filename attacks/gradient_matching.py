@@ -46,6 +46,7 @@ class GradientMatching(Attack):
         Metric("mse", False, "mean squared error of the recovered representation (lower = closer)", 0.0,
                float("inf")),
     )
+    check_args: ClassVar[dict] = {"attacks": 4, "steps": 100}  # --check: a few short attacks (32 full ones took minutes)
 
     attacks: int = within(50, "[1, 1e6]")  # N independent attacks: the first N updates of the release (paper: 50)
     steps: int = within(1200, "[1, 1e8]")  # L-BFGS steps per attack (paper: 1,200)

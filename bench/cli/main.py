@@ -15,6 +15,7 @@ from rich.table import Table
 
 from bench.core.errors import BenchError
 from bench.core.files import output_file
+from bench.core.smoke import describe as smoke_line
 from bench.models.offline_mlm import MLMRecipe
 
 app = typer.Typer(
@@ -94,7 +95,9 @@ def run(
                                                  "which a running cell counts as failed (default: no limit)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --grid: list the cells, which are recorded, and an "
                                  "estimate of each one's time from past records; nothing runs."),
-    check: bool = typer.Option(False, "--check", help="Smoke run on a few examples, one epoch; nothing saved."),
+    check: bool = typer.Option(False, "--check", help="Smoke run in seconds: a few examples, one epoch, and what "
+                               "the cell builds once (the offline MLM, pretraining, rewrites) at a smoke budget, "
+                               "never used by a real run; nothing saved."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON instead of a table."),
     save: bool = typer.Option(True, "--save/--no-save", help="Append the record to the results store."),
     reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="An attack on a configuration already run reuses its "
@@ -148,11 +151,13 @@ def run(
         if "epochs" not in parse_arg_string(train_args):  # one epoch unless the user chose the epochs
             train_args = ",".join(filter(None, ["epochs=1", train_args]))
         server_args = _check_server_args(task, server_args)
+        attack_args = _check_attack_args(attack, attack_args)
         save = False
     spec = make_spec(
         task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
         attack_args=attack_args, training_args=train_args, mode=mode, n_train=n_train, n_eval=n_eval,
         pooling=pooling, device=device, seed=seed, server_args=server_args, precision=precision or "fp32",
+        smoke=check,
     )
     with reusing(store, reuse, releases):
         record = run_cell(spec)
@@ -160,6 +165,8 @@ def run(
     try:
         if as_json:
             print(record.model_dump_json(indent=2))
+            if smoke_line(record.notes) is not None:  # stdout holds the JSON alone
+                err.print(plain(smoke_line(record.notes)), highlight=False, soft_wrap=True)
         else:
             _print_record(record, path)
     except Exception as exc:  # noqa: BLE001 - the record is stored: showing it must not make the user run it again
@@ -171,19 +178,31 @@ def run(
 
 def _check_server_args(task: str, server_args: str) -> str:
     """``--check``'s server options: a few steps of privacy-adaptive pretraining, or of a pretraining task's further
-    pretraining, unless the user chose the steps (as it takes one epoch unless the user chose the epochs)."""
+    pretraining (its utility task at --check's sizes), unless the user chose them (as it takes one epoch unless the
+    user chose the epochs)."""
     from bench.core.params import parse_arg_string
     from bench.core.registry import TASKS
-    from bench.engine.runner import CHECK_STEPS
+    from bench.engine.runner import CHECK_SIZES, CHECK_STEPS
 
     given = parse_arg_string(server_args)
-    if "pretraining" in TASKS.get(task).protocols:
-        key = "pretrain_steps"
+    if "pretraining" in TASKS.get(task).protocols:  # and the utility task at --check's sizes
+        chosen = {"pretrain_steps": CHECK_STEPS, "utility_n_train": CHECK_SIZES["n_train"],
+                  "utility_n_eval": CHECK_SIZES["n_eval"]}
     else:
-        key = "adapt_steps" if given.get("adapt") else None
-    if key is None or key in given:
-        return server_args
-    return ",".join(filter(None, [server_args, f"{key}={CHECK_STEPS}"]))
+        chosen = {"adapt_steps": CHECK_STEPS} if given.get("adapt") else {}
+    return ",".join(filter(None, [server_args, *(f"{k}={v}" for k, v in chosen.items() if k not in given)]))
+
+
+def _check_attack_args(attack: str | None, attack_args: str) -> str:
+    """``--check``'s attack arguments: the attack's ``check_args`` (its smoke budget), unless the user chose them."""
+    from bench.core.params import parse_arg_string
+    from bench.core.registry import ATTACKS
+
+    if attack is None:
+        return attack_args
+    given = parse_arg_string(attack_args)
+    chosen = [f"{k}={v}" for k, v in ATTACKS.get(attack).check_args.items() if k not in given]
+    return ",".join(filter(None, [attack_args, *chosen]))
 
 
 def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None) -> None:
@@ -294,6 +313,9 @@ def _print_record(record, path) -> None:
         f"seed {record.seed} · {record.runtime_s:.1f} s · config {record.config_hash}",
         highlight=False,
     )
+    budget = smoke_line(record.notes)
+    if budget is not None:
+        out.print(plain(budget), highlight=False, soft_wrap=True)
     if path is not None:
         out.print(f"record appended to {plain(path)}", highlight=False)
 
@@ -609,7 +631,8 @@ def new_component(
 
 def _published_records(results_dir: Optional[Path]):
     """The store and records a published-board command reads: ``--results-dir``, else ``$BENCH_RESULTS_DIR``, else
-    the committed ``results/`` (the reference tables and their mappings live there); unreadable lines warned."""
+    the committed ``results/`` (the reference tables and their mappings live there); unreadable lines warned. A record
+    made at the smoke budget (``--check``) is never among them."""
     from bench.results.store import ResultStore, published_results_dir
 
     store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
@@ -618,7 +641,7 @@ def _published_records(results_dir: Optional[Path]):
     records, problems = store.read()
     for problem in problems:
         err.print(f"[yellow]warning:[/yellow] {plain(problem)}", highlight=False, soft_wrap=True)
-    return store, records
+    return store, [r for r in records if not r.at_smoke_budget]
 
 
 @app.command()
@@ -647,7 +670,7 @@ def reproduce(
     output_file(rep.report_path(store.root, table), "reproduction report")  # before any work
     if run_missing:
         _run_missing(rep, store, table, records)
-        records, _ = store.read()
+        records = [r for r in store.read()[0] if not r.at_smoke_budget]
     report = rep.reproduce(store.root, table, records)
     path = rep.write_report(store.root, report)
     if as_markdown:

@@ -340,6 +340,8 @@ class Attack:
     accepts: ClassVar[tuple[ReleaseKind, ...]] = ()
     metrics: ClassVar[tuple[Metric, ...]] = ()  # what ``score`` returns; higher = more recovered unless declared
     needs_spans: ClassVar[bool] = False  # scored on the task's sensitive spans (Release.slots): the engine finds them
+    # parameters ``bench run --check`` sets, unless the user chose them: the attack's smoke budget (a run in seconds)
+    check_args: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def check_declarations(cls) -> None:

@@ -28,10 +28,15 @@ class RunSpec:
     device: str = "cpu"  # resolved device
     precision: str = "fp32"  # transformer forward passes: fp32, or bf16 mixed precision (autocast)
     seed: int = 0  # seeds data sampling, mechanism randomness and training
+    smoke: bool = False  # a --check cell: what it builds once is built at the smoke budget (bench.core.smoke)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dictionary."""
-        return dataclasses.asdict(self)
+        """Plain JSON-ready dictionary (``smoke`` only when set, so a real cell's dictionary and hash are as
+        before it existed)."""
+        data = dataclasses.asdict(self)
+        if not data["smoke"]:
+            data.pop("smoke")
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
@@ -61,4 +66,5 @@ class RunSpec:
         server = ",".join(f"{k}={v}" for k, v in self.server.items() if k in ("adapt", "pretrain_steps"))
         defense = f"{defense} + server({server})" if server else defense
         precision = "" if self.precision == "fp32" else f" / {self.precision}"
-        return f"{self.task} / {defense} / {self.attack or '-'}{precision} / seed {self.seed}"
+        smoke = " / smoke budget" if self.smoke else ""
+        return f"{self.task} / {defense} / {self.attack or '-'}{precision} / seed {self.seed}{smoke}"

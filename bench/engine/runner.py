@@ -13,6 +13,8 @@ from bench.core.components import PublicKnowledge, Truth
 from bench.core.errors import BenchError
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
+from bench.core.smoke import NOTE as SMOKE_NOTE
+from bench.core.smoke import smoke_budget
 from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
 from bench.engine.protocols import choose_protocol, released_kinds
@@ -82,13 +84,15 @@ def make_spec(
     precision: str = "fp32",
     *,
     device_here: bool = True,
+    smoke: bool = False,
 ) -> RunSpec:
     """Validate names and values and resolve every default; raises ``BenchError`` on bad input.
 
     Everything a cell needs is checked here, before anything runs: the components exist and declare
     their metrics and release kinds, the names their parameters hold resolve (their ``check()``: models,
     files, tasks), the defense has a client part the task's server trains from, the attack accepts what
-    the defense releases, and the server options apply to the release.
+    the defense releases, and the server options apply to the release. ``smoke``: a ``--check`` cell, whose
+    artefacts are built at the smoke budget (``bench.core.smoke``).
     """
     from bench.engine.server_options import ServerOptions
     from bench.models.encoders import POOLINGS, check_precision, resolve_device
@@ -160,6 +164,7 @@ def make_spec(
         device=resolve_device(device, here=device_here),  # False: a remote worker checks its own GPUs
         precision=precision,
         seed=seed,
+        smoke=smoke,
     )
 
 
@@ -222,9 +227,13 @@ def run_cell(spec: RunSpec) -> ResultRecord:
     random reference, each scored by the engine against the truth only it holds."""
     from bench.models.encoders import on_device
 
-    # components that load their own models (NDD's MLM) put them on the cell's device and run at its precision
-    with on_device(spec.device, spec.precision):
-        return _run_cell(spec)
+    # components that load their own models (NDD's MLM) put them on the cell's device and run at its precision;
+    # a --check cell builds what it caches at the smoke budget, and its record lists what that was
+    with on_device(spec.device, spec.precision), smoke_budget(spec.smoke) as used:
+        record = _run_cell(spec)
+    if spec.smoke:
+        record.notes[SMOKE_NOTE] = list(used)
+    return record
 
 
 def _run_cell(spec: RunSpec) -> ResultRecord:

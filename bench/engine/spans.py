@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.core import smoke
 from bench.core.errors import BenchError
 from bench.core.spans import Span, apply_edits, non_overlapping
 from bench.data.examples import Text
@@ -127,9 +128,9 @@ def cached_rewrite(defense, batch: SpanBatch, rng: np.random.Generator) -> list[
     Two cells that differ only in their attack (or their server) rewrite the same split identically; NDD's
     rewrite of a split can take an hour, so the second reads the first's. The key covers the defense's identity
     (name, version, parameters, the MLM's weights), the cell's precision, the batch (texts, labels, chosen spans,
-    substitution pool, task) and the random generator's state; a hit restores the generator's state after the
-    rewrite and the defense's run facts (``stats``), so the rest of the cell and its record are what a fresh
-    rewrite gives, with ``rewrite_from_cache`` in the defense's facts.
+    substitution pool, task), the random generator's state and, for a ``--check`` cell, the smoke mark; a hit
+    restores the generator's state after the rewrite and the defense's run facts (``stats``), so the rest of the
+    cell and its record are what a fresh rewrite gives, with ``rewrite_from_cache`` in the defense's facts.
     """
     import dataclasses
     import pickle
@@ -142,6 +143,8 @@ def cached_rewrite(defense, batch: SpanBatch, rng: np.random.Generator) -> list[
         return defense.rewrite(batch, rng)
     identity = (defense.rewrite_identity(batch.task), cell_precision(), batch.texts, batch.labels, batch.chosen,
                 batch.pool, batch.task, rng.bit_generator.state)
+    if smoke.active():  # a --check cell's rewrite is kept apart from a real run's (bench.core.smoke)
+        identity += ("smoke",)
     path = cache_root() / "rewrites" / f"{identity_key(identity)}.pkl"
     run_facts = [f.name for f in dataclasses.fields(defense) if not f.init] if dataclasses.is_dataclass(defense) else []
     try:

@@ -15,8 +15,8 @@ targets are then its nearest vocabulary token (the text-to-text image of the sam
 Masking as BERT: 15% of the regular tokens, at most 20 per sequence, 80% [MASK] / 10% a random
 (privatized) token / 10% kept; sequences of at most 128 tokens (the paper's values).
 Checkpoints are cached under ``$BENCH_CACHE_DIR/adapted/<key>``, the key covering the encoder, the
-mechanism and its parameters, the objective, the budget and the hash of the corpus, so a sweep never
-pretrains twice. The CPU defaults (steps, batch size) are far below the paper's; see ``AdaptationConfig``.
+mechanism and its parameters, the objective, the budget and the hash of the corpus (and the smoke mark of a
+``--check`` cell, which adapts on a slice of the corpus: ``bench.core.smoke``), so a sweep never pretrains twice. The CPU defaults (steps, batch size) are far below the paper's; see ``AdaptationConfig``.
 Deviation: Qu et al. further pretrain with the Next Sentence Prediction loss beside the MLM variants; this
 trains the MLM objective alone (the offline encoders have no NSP head, and the objectives compared are the
 MLM's).
@@ -28,13 +28,14 @@ import copy
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from filelock import FileLock
 
+from bench.core import smoke
 from bench.core.params import require
 from bench.models.cache import cache_root, scratch_instead
 from bench.models.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
@@ -71,9 +72,9 @@ class AdaptationConfig:
 
 def adaptation_key(encoder: str, mechanism: dict[str, Any], config: AdaptationConfig, corpus_hash: str) -> str:
     """The cache key of an adapted checkpoint (16 hex digits)."""
-    payload = json.dumps({"encoder": encoder, "mechanism": mechanism, "config": asdict(config),
-                          "corpus": corpus_hash, "masking": [MASK_RATE, MAX_PREDICTIONS, MAX_LENGTH],
-                          "version": VERSION},
+    payload = json.dumps(smoke.mark({"encoder": encoder, "mechanism": mechanism, "config": asdict(config),
+                                     "corpus": corpus_hash, "masking": [MASK_RATE, MAX_PREDICTIONS, MAX_LENGTH],
+                                     "version": VERSION}),
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
@@ -221,8 +222,12 @@ def adapt_encoder(mechanism, encoder_name: str, config: AdaptationConfig, device
     """
     from bench.data.public_corpus import public_corpus
 
+    if smoke.active():  # a --check cell: a slice of the corpus (bench.core.smoke)
+        config = replace(config, corpus_size=min(config.corpus_size, smoke.SENTENCES))
     corpus = public_corpus(config.corpus, task, config.corpus_size, config.seed)
     key = adaptation_key(encoder_name, mechanism.identity(), config, corpus[2])
+    smoke.note(f"{config.objective} adaptation of {encoder_name}, {config.steps} steps on {config.corpus_size} "
+               f"sentences (key {key})")
     target = cache_root() / "adapted" / key
     if (target / "adaptation.json").is_file():
         return target
@@ -249,7 +254,8 @@ def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tu
     sentences, corpus_description, corpus_hash = corpus
     key = target.name
     run = Pretraining(mechanism, encoder_name, config, sentences, key, device)
-    held_out_texts, held_out_description, _ = held_out(task)  # never part of a public corpus
+    # never part of a public corpus
+    held_out_texts, held_out_description, _ = held_out(task, *((smoke.HELD_OUT,) if smoke.active() else ()))
     before = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)
     started = time.perf_counter()
     with torch.random.fork_rng():

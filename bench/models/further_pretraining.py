@@ -17,6 +17,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.core import smoke
 from bench.core.params import require
 
 VERSION = 1  # of the recipe, in the cache key
@@ -50,8 +51,8 @@ def pretraining_key(budget: PretrainingBudget, sentences: list[str]) -> str:
     digest = hashlib.sha256()
     for sentence in sentences:
         digest.update(sentence.encode("utf-8") + b"\n")
-    payload = json.dumps({"budget": asdict(budget), "base": base, "corpus": digest.hexdigest(), "version": VERSION},
-                         sort_keys=True)
+    payload = json.dumps(smoke.mark({"budget": asdict(budget), "base": base, "corpus": digest.hexdigest(),
+                                     "version": VERSION}), sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
@@ -75,6 +76,7 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
         if not (target / INFO_FILE).is_file():
             _build(budget, sentences, target, key, progress)
     info = json.loads((target / INFO_FILE).read_text(encoding="utf-8"))
+    smoke.note(f"further pretraining {info['steps']} steps (key {key})")
     facts = ("key", "steps", "seconds", "cpu_seconds", "sequences", "sentences")
     return target, {f"pretrain_{k}": info[k] for k in facts if k in info}
 

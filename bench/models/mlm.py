@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from bench.core import smoke
 from bench.core.errors import BenchError
 
 HEAD_FILE = "mlm_head.json"  # in a saved (adapted) checkpoint: which head it carries
@@ -242,10 +243,14 @@ def masked_token_accuracy(mlm: MaskedLM, texts: Sequence[str], rate: float = MAS
     return float(np.mean(np.concatenate(found) == np.concatenate(truth)))
 
 
-@functools.lru_cache(maxsize=4)
 def shared_mlm(name: str, task: str | None = None, device: str = "cpu") -> MaskedLM:
     """One read-only copy of the masked LM ``name`` for ``task`` per process (distortion and attacks never
-    train it; ``minilm-mlm`` never trained on ``task``'s text)."""
+    train it; ``minilm-mlm`` never trained on ``task``'s text), and one at the smoke budget (``bench.core.smoke``)."""
+    return _shared_mlm(name, task, device, smoke.active())
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_mlm(name: str, task: str | None, device: str, at_smoke_budget: bool) -> MaskedLM:
     return load_mlm(name, device, task=task)
 
 
@@ -261,11 +266,15 @@ def mlm_identity(name: str, task: str | None = None, device: str = "cpu") -> str
     return digest.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=8)
 def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[str, Any]:
     """What a record says of the MLM ``name`` used on ``task``: its name, its head in words, its held-out masked
     top-1 (read from a trained offline MLM's info, else measured on the held-out public text) and the digest of its
     weights (``mlm_identity``), which tells whether a rebuilt or downloaded MLM is the one the record used."""
+    return _mlm_facts(name, task, device, smoke.active())
+
+
+@functools.lru_cache(maxsize=8)
+def _mlm_facts(name: str, task: str | None, device: str, at_smoke_budget: bool) -> dict[str, Any]:
     from bench.data.public_corpus import held_out
     from bench.models.offline_mlm import info, offline_dir
 

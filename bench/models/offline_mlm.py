@@ -22,12 +22,13 @@ import json
 import os
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from bench.core import smoke
 from bench.core.machine import cpu_model
 from bench.core.params import require
 
@@ -58,6 +59,11 @@ class MLMRecipe:
     # a task's release never trained on that task's text ("" = none left out)
     exclude_task: str = ""
     seed: int = 0  # packing order, masking, dropout
+    # added with --check's smoke budget (bench.core.smoke); at their defaults they are left out of the key, so every
+    # recipe from before keeps its key
+    layers: int = 0  # transformer layers kept from the encoder, the first ones (0 = all)
+    sentences: int = 0  # corpus sentences trained on, the first ones (0 = all)
+    smoke: bool = False  # built for a --check cell (measured on a few held-out sentences): never used by a real run
 
     def __post_init__(self) -> None:
         require(self.budget_minutes > 0, f"MLM budget must be > 0 minutes, got {self.budget_minutes}.")
@@ -66,6 +72,10 @@ class MLMRecipe:
         require(8 <= self.seq_len <= 512, f"MLM sequence length must be in 8..512, got {self.seq_len}.")
         require(self.lr > 0, f"MLM learning rate must be > 0, got {self.lr}.")
         require(0 <= self.warmup < 1, f"MLM warm-up share must be in [0, 1), got {self.warmup}.")
+        require(self.layers >= 0 and self.sentences >= 0, "MLM layers and sentences must be >= 0 (0 = all).")
+
+
+ADDED_LATER = {"layers": 0, "sentences": 0, "smoke": False}  # recipe fields left out of the key at these values
 
 
 @dataclass
@@ -115,11 +125,25 @@ def offline_steps(name: str) -> int | None:
     return int(budget)
 
 
+def smoke_recipe(task: str | None) -> MLMRecipe:
+    """The offline MLM at the smoke budget (``bench.core.smoke``) for ``task``: ``minilm-mlm@20``, the encoder's first
+    layer only, small batches of the first sentences of the corpus."""
+    return replace(recipe_for(task, smoke.MLM_STEPS), batch_size=smoke.MLM_BATCH, seq_len=smoke.MLM_SEQ_LEN,
+                   layers=smoke.MLM_LAYERS, sentences=smoke.SENTENCES, smoke=True)
+
+
 def offline_dir(name: str, task: str | None = None, progress: bool = True) -> Path | None:
     """The directory of the offline MLM that ``name`` names (``minilm-mlm``, ``minilm-mlm@N``) for ``task``, trained
-    now if it is not cached; None when ``name`` is another MLM (a hub id, a saved directory)."""
+    now if it is not cached; None when ``name`` is another MLM (a hub id, a saved directory). At the smoke budget
+    (``bench.core.smoke``) every such name is the smoke recipe's MLM."""
     steps = offline_steps(name)
-    return None if steps is None else prepare(recipe_for(task, steps), progress=progress)
+    if steps is None:
+        return None
+    if smoke.active():
+        path = prepare(smoke_recipe(task), progress=False)
+        smoke.note(f"{NAME}@{smoke.MLM_STEPS} for {name} (key {path.name})")
+        return path
+    return prepare(recipe_for(task, steps), progress=progress)
 
 
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
@@ -128,7 +152,11 @@ def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     from bench.models.mlm import MASK_RATE, MAX_PREDICTIONS
 
     _, revision = _locate(recipe.encoder)
-    payload = json.dumps({"recipe": asdict(recipe), "revision": revision, "corpus": corpus_hash,
+    fields = asdict(recipe)
+    for name, default in ADDED_LATER.items():
+        if fields[name] == default:
+            fields.pop(name)  # the key of every recipe from before the field existed
+    payload = json.dumps({"recipe": fields, "revision": revision, "corpus": corpus_hash,
                           "masking": [MASK_RATE, MAX_PREDICTIONS], "version": VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
@@ -354,7 +382,10 @@ def _checkpoint(mlm, log: TrainingLog, losses: list[float], evaluate, progress: 
 
 def describe(info: dict) -> str:
     """The ``head`` string of a trained MLM."""
-    return (f"{NAME}: all layers of {info['recipe']['encoder']} trained offline as a masked LM on {info['corpus']}, "
+    recipe = info["recipe"]
+    budget = " (smoke budget: never used by a real run)" if recipe.get("smoke") else ""
+    layers = f"the first {recipe['layers']} layer(s)" if recipe.get("layers") else "all layers"
+    return (f"{NAME}{budget}: {layers} of {recipe['encoder']} trained offline as a masked LM on {info['corpus']}, "
             f"{info['steps']} steps, held-out top-1 {info['held_out_top1']:.2f}")
 
 
@@ -386,11 +417,17 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
     import shutil
 
     from bench.core.files import atomic_directory
-    from bench.data.public_corpus import held_out
+    from bench.data.public_corpus import HELD_OUT, held_out
     from bench.models import mlm as mlm_module
 
     mlm = mlm_module.load_mlm(recipe.encoder, seed=recipe.seed)
-    texts, held_out_description, held_out_hash = held_out(recipe.exclude_task or None)
+    if recipe.layers:
+        _keep_layers(mlm.model, recipe.layers)
+    texts, held_out_description, held_out_hash = held_out(recipe.exclude_task or None,
+                                                          smoke.HELD_OUT if recipe.smoke else HELD_OUT)
+    if recipe.sentences:
+        sentences = sentences[: recipe.sentences]
+        corpus_description = f"the first {len(sentences)} sentences of {corpus_description}"
     before = mlm_module.masked_token_accuracy(mlm, texts, seed=recipe.seed)
     if progress:
         print(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"
@@ -416,6 +453,16 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
     shutil.rmtree(partial, ignore_errors=True)
     if progress:
         print(f"saved {target}: {info['head']}", flush=True)
+
+
+def _keep_layers(model, layers: int) -> None:
+    """Keep the first ``layers`` transformer layers of a BERT-style masked LM (in place; saved so)."""
+    import torch
+
+    stack = model.base_model.encoder.layer
+    require(layers <= len(stack), f"the MLM has {len(stack)} layers; cannot keep {layers}.")
+    model.base_model.encoder.layer = torch.nn.ModuleList(list(stack)[:layers])
+    model.config.num_hidden_layers = layers
 
 
 def info(path: Path) -> dict:

@@ -34,11 +34,12 @@ def server_changes(server: dict) -> dict:
 def seed_frame(records: list[ResultRecord]):
     """One row per (record, metric): the configuration's labels, ``seed``, ``value``, ``higher_is_better`` and
     ``order`` (the metric's place in its record: a task lists its headline metric first). A cell re-run with the
-    same seed counts once (the newest record wins), and only a configuration's newest component versions count."""
+    same seed counts once (the newest record wins), and only a configuration's newest component versions count.
+    A record made at the smoke budget (``bench run --check``) is never on the board."""
     import pandas as pd
 
     rows = []
-    for record in current(records):
+    for record in current([r for r in records if not r.at_smoke_budget]):
         spec = record.spec
         base = {
             "task": spec["task"],

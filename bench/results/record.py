@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bench.core.registry import NAME
+from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.spec import RunSpec
 from bench.results.migrations import SCHEMA_VERSION, migrate
 
@@ -127,6 +128,11 @@ class ResultRecord(BaseModel):
     def defense(self) -> str:
         """The defense's registry name."""
         return self.spec["defense"]
+
+    @property
+    def at_smoke_budget(self) -> bool:
+        """Whether the cell ran under ``--check`` (``bench.core.smoke``): its numbers test plumbing, never the board."""
+        return bool(self.spec.get("smoke")) or SMOKE_NOTE in self.notes
 
 
 def current(records: list[ResultRecord]) -> list[ResultRecord]:
