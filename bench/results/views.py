@@ -199,6 +199,20 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join(lines)
 
 
+def sizes_differ(table: pd.DataFrame) -> bool:
+    """Whether the rows of ``table`` were measured on different numbers of training or evaluation examples."""
+    return any(c in table and table[c].astype(str).nunique() > 1 for c in ("n_train", "n_eval"))
+
+
+def size_labels(table: pd.DataFrame) -> list[str]:
+    """``train / eval`` examples of each row (the sizes the cells used), e.g. ``8000 / 872``."""
+    def count(value) -> str:
+        return "?" if value is None or value != value else f"{int(value)}"
+
+    return [f"{count(a)} / {count(b)}" for a, b in zip(table.get("n_train", [None] * len(table)),
+                                                      table.get("n_eval", [None] * len(table)))]
+
+
 BEGIN, END = "<!-- bench report: begin -->", "<!-- bench report: end -->"
 
 
@@ -245,6 +259,8 @@ def report(board: pd.DataFrame, source: str) -> str:
                                  ("mode", "mode")):
                 if extra in table and table[extra].astype(str).nunique() > 1:
                     out[title] = table[extra]
+            if sizes_differ(table):
+                out["train / eval"] = size_labels(table)
             for metric in filter(None, [utility, privacy[0] if privacy else None]):
                 if metric in table:
                     title = column_title(metric, up.get(metric, True))
