@@ -142,8 +142,9 @@ def _progress_lines(description: str, total: float, start: float, every: float |
         rate = (completed - start) / max(now - began, 1e-9)
         share = f"{completed / total:.0%}, " if total and unit is not None else ""
         left = f", about {_duration((total - completed) / rate)} left" if total and rate > 0 else ""
-        print(f"{state['description']}: {share}{_count(completed, total, unit)}, {_rate(rate, unit, total) or 'starting'}"
-              f"{left}", file=sys.stderr, flush=True)
+        pace = _rate(rate, unit, total) or "starting"
+        print(f"{state['description']}: {share}{_count(completed, total, unit)}, {pace}{left}", file=sys.stderr,
+              flush=True)
 
     return update
 
