@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, register_attack, require, within
+from bench.core.progress import track
 
 ATTRIBUTE_NAMES = ("gender", "age", "person1", "person2", "person3", "person4", "person5")  # of the shipped tasks
 
@@ -153,7 +154,7 @@ class AttributeInference(Attack):
             out = nn.Linear(self.hidden, y.shape[1])
         optimizer = torch.optim.Adam([*body.parameters(), *out.parameters()], lr=self.lr, foreach=True)
         order_generator = torch_generator(self.seed, "aia-batches")
-        for _ in range(self.epochs):
+        for _ in track(range(self.epochs), f"aia: training the imitation model on {len(x):,} answers", unit="epochs"):
             order = torch.randperm(len(x), generator=order_generator)
             for start in range(0, len(x), self.batch_size):
                 idx = order[start : start + self.batch_size]

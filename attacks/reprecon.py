@@ -22,6 +22,7 @@ import numpy as np
 
 from attacks.rss import RSS
 from bench import PublicKnowledge, Release, ReleaseKind, register_attack, require, within
+from bench.core.progress import track
 from bench.privacy.neighbours import cosine_search
 
 
@@ -74,7 +75,8 @@ class RepRecon(RSS):
             )
         optimizer = torch.optim.Adam(model.parameters(), lr=self.lr, foreach=True)
         order_generator = torch_generator(self.seed, "reprecon-batches")
-        for _ in range(self.epochs):
+        for _ in track(range(self.epochs), f"reprecon: training the reconstruction MLP on {len(x):,} pairs",
+                       unit="epochs"):
             order = torch.randperm(len(x), generator=order_generator)
             for start in range(0, len(x), self.batch_size):
                 idx = order[start : start + self.batch_size]

@@ -30,6 +30,7 @@ import numpy as np
 
 from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
 from bench.core.params import require, within
+from bench.core.progress import track
 
 BEAM_ROWS = 256  # rows per forward pass of the beam search
 
@@ -166,7 +167,8 @@ def _beam_fill(mlm, rows: list[np.ndarray], ranges: list[tuple[int, int]], k: in
         lengths.append(b - a)
     beams = [np.zeros((1, 0), dtype=np.int64) for _ in rows]  # each job: (beams, filled pieces)
     scores = [np.zeros(1) for _ in rows]
-    for step in range(max(lengths, default=0)):
+    for step in track(range(max(lengths, default=0)), f"span-recovery: beam search over {len(rows):,} slots",
+                      unit="pieces"):
         active = [j for j, n in enumerate(lengths) if n > step]
         items = [(j, b) for j in active for b in range(len(beams[j]))]
         # rows of like length share a forward pass, so little of it is padding (a quarter of PTB's, unsorted);

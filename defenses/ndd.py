@@ -152,7 +152,7 @@ class NDDDistortion(SpanDefense):
         done = float(sum(work[n] for n in journal.done)) if journal is not None else 0.0
         finished = False
         try:
-            with progress_bar("NDD: choosing candidates", float(work.sum()) or 1.0, done) as update:
+            with progress_bar("NDD: choosing candidates", float(work.sum()) or 1.0, done, unit=None) as update:
                 for number, ((i, span), options) in enumerate(zip(jobs, candidates)):
                     if journal is None or number not in journal.done:
                         update(done, f"NDD: choosing candidates (span {number + 1:,} of {len(jobs):,})")

@@ -8,7 +8,7 @@ Usage:
 One row per eta: the unadapted encoder's mean accuracy, then each objective's mean and its seed-paired gain over the
 unadapted cell of the same configuration (same defense arguments, attack arguments and sizes, no server option) with
 the gain's 95% half-width over the paired seeds: ``dashboard.adaptation.adaptation_gains``, the dashboard's own
-figure. The token inversion accuracy in the first column is the unadapted cells' mean. docs/results.md prints its
+figure. The token inversion accuracy in the first column is the unadapted cells' mean. docs/analyses.md prints its
 output.
 """
 

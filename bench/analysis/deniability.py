@@ -502,6 +502,27 @@ def deniability_table(report: dict[str, Any]):
     return table
 
 
+def deniability_markdown(report: dict[str, Any], source: str) -> str:
+    """A report as a section of Markdown: what was perturbed, one row per eta (``deniability_table``'s columns), the
+    selections, and the command that made it (``source``: the report's file)."""
+    parameter = report.get("parameter", "eta")
+    scope = "every regular token" if report["tokens"] == report.get("vocabulary") else \
+        f"a seeded sample of {report['tokens']:,} regular tokens"
+    lines = [f"### {report['mechanism']} on {report['encoder']}, {scope}", "",
+             f"Each token released T = {report['trials']:,} times at each {parameter} (`{report['command']}`, "
+             f"written to `{source}`).", "",
+             f"| {parameter} | radius n/{parameter} | N_w mean | N_w median | N_w 5% | N_w 95% | S_w mean | S_w median "
+             "| S_w 5% | S_w 95% | N_w = T |", "|" + "---:|" * 11]
+    for row in report["per_eta"]:
+        radius = row.get("mean_noise_radius")
+        cells = [f"{row['eta']:g}", "-" if radius is None else f"{radius:.2f}",
+                 *(f"{row[f'{s}_{k}']:.1f}" for s in ("n_w", "s_w") for k in ("mean", "median", "q05", "q95")),
+                 f"{row['always_unchanged']:.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *(f"- {line}" for line in selection_lines(report)), ""]
+    return "\n".join(lines)
+
+
 def selection_lines(report: dict[str, Any]) -> list[str]:
     """One line per selection rule: the chosen eta and its condition."""
     lines = []

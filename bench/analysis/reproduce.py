@@ -791,3 +791,61 @@ def _at_chance_count(claim: dict[str, Any]) -> str:
     if not idle or claim["verdict"] == NOT_APPLICABLE:
         return ""
     return f" ({idle} of {len(claim['checks'])} checks at chance)"
+
+
+VERDICTS_MARKER = "<!-- reproduction-verdicts -->"
+
+
+def reproduction_pages(reports: list[dict[str, Any]], source: str, command: str,
+                       unmapped: dict[str, str] | None = None) -> dict[str, str]:
+    """The reproduction reports (``<results>/reproduction/*.json``, as ``bench reproduce TABLE`` writes them) as pages:
+    ``index.md`` with every table's coverage and verdicts (and the tables not mapped, with why: ``unmapped``), and
+    ``<table>.md`` with the paper's setting and ours, the deviations, the rows beside the paper's and each claim
+    with the checks that did not hold."""
+    from bench.results.views import GENERATED
+
+    pages, index = {}, []
+    for report in sorted(reports, key=lambda r: r["table"]):
+        table, summary, claims = report["table"], report["summary"], report["claims"]
+        failing = "; ".join(c["id"] for c in claims if c["verdict"] == FAILS) or "-"
+        index.append(f"| [`{table}`]({table}.md) | {summary['rows_with_records']} / {summary['rows']} | "
+                     + " | ".join(str(summary["claims"][v]) for v in VERDICTS) + f" | {failing} |")
+        lines = [GENERATED, f"# {report['title']}", "",
+                 f"{report['paper']} {report['paper_table']}. Printed by `{command}` from "
+                 f"`{source}reproduction/{table}.json`, which `{report['command']} --results-dir "
+                 f"{source.rstrip('/')}` writes from the records.", ""]
+        paper, ours = report["paper_setting"], report["our_setting"]
+        settings = list(dict.fromkeys([*paper, *ours]))
+        if settings:
+            lines += ["| setting | paper | ours |", "|---|---|---|"]
+            lines += [f"| {k} | {_cell(paper.get(k, ''))} | {_cell(ours.get(k, ''))} |" for k in settings]
+            lines.append("")
+        if report["deviations"]:
+            lines += ["Deviations:", "", *(f"- {d}" for d in report["deviations"]), ""]
+        lines += ["## Rows", "", markdown(report, recorded=False).split("\n", 2)[2], "## Claims", ""]
+        for claim in claims:
+            lines.append(f"- **{claim['id']}**: {claim.get('text', '')} Ours: *{claim['verdict']}*; the paper's "
+                         f"numbers: *{claim['paper_verdict']}*.")
+            for check in claim["checks"]:
+                if check["verdict"] in (FAILS, UNRESOLVED):
+                    lines.append(f"    - {check['verdict']}: {_cell(check['detail'])}")
+        pages[f"{table}.md"] = "\n".join(lines).rstrip() + "\n"
+    pages["index.md"] = "\n".join([
+        GENERATED, "# Reproduction of the papers' tables", "",
+        f"Printed by `{command}` from the reports in `{source}reproduction/` (`bench reproduce TABLE --results-dir "
+        f"{source.rstrip('/')}` writes each from the records; `bench reproduce --results-dir {source.rstrip('/')}` "
+        "lists them). A claim *holds* or *fails* on our records, is *unresolved* where the paired 95% interval over "
+        "the seeds straddles its bound, *not applicable* where the rows it orders sit at the majority answer, and "
+        "has *no records* where a row it needs was not run.", "",
+        VERDICTS_MARKER,
+        "| table | rows with records | holds | fails | unresolved | not applicable | no records | failing claims |",
+        "|---|---:|---:|---:|---:|---:|---:|---|", *index, "",
+        *([("Not mapped: " + "; ".join(f"`{t}`: {_cell(why)}" for t, why in sorted(unmapped.items())))]
+          if unmapped else [])])
+    return pages
+
+
+def _cell(text: Any) -> str:
+    """Text for one Markdown table cell or list line (no pipes or line breaks)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+

@@ -6,6 +6,7 @@ import functools
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -16,6 +17,7 @@ from rich.table import Table
 from bench.core.errors import BenchError
 from bench.core.files import output_file
 from bench.core.smoke import describe as smoke_line
+from bench.core.progress import reporting
 from bench.models.offline_mlm import MLMRecipe
 
 app = typer.Typer(
@@ -25,11 +27,10 @@ out = Console()
 err = Console(stderr=True)
 
 PluginOption = typer.Option(None, "--plugin", help="Extra component file to load (repeatable).")
+# one rule for every command: --results-dir, else $BENCH_RESULTS_DIR, else ./bench-results
 ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR, else "
-                             "./bench-results; the published board is results/, changed only with "
-                             "--results-dir results).")
-PublishedOption = typer.Option(None, "--results-dir", help="Results folder with reference/ and reproduction/ (default: "
-                               "$BENCH_RESULTS_DIR, else the published results/).")
+                             "./bench-results); the published board is results/, read or changed only with "
+                             "--results-dir results.")
 
 
 def plain(value: object) -> str:
@@ -99,6 +100,8 @@ def run(
                                "the cell builds once (the offline MLM, pretraining, rewrites) at a smoke budget, "
                                "never used by a real run; nothing saved."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON instead of a table."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Report each long step (rate, "
+                                            "time left) on stderr; default: on, off under --json or BENCH_QUIET."),
     save: bool = typer.Option(True, "--save/--no-save", help="Append the record to the results store."),
     reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="An attack on a configuration already run reuses its "
                                "release and utility and runs the attack only (docs/release-store.md); --no-reuse "
@@ -110,6 +113,7 @@ def run(
     --results-dir or $BENCH_RESULTS_DIR says otherwise; --results-dir results adds it to the published board)."""
     from bench.core.params import parse_arg_string
     from bench.engine.reuse import reusing
+    from bench.engine.provenance import check_publishable
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.release_store import ReleaseStore
     from bench.results.store import ResultStore
@@ -132,6 +136,8 @@ def run(
                          "itself, so drop --shard.")
     if save and not check and not dry_run:
         store.check_writable([defense] if grid is None else [])  # before the cell runs: no result is lost
+        check_publishable(store)
+    reported = reporting(progress if progress is not None else False if as_json else None)
     if grid is not None:
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
@@ -140,7 +146,7 @@ def run(
         elif executor == "ray":  # each worker runs its cells in full
             _run_grid_ray(grid, store, device, address, retries, cell_timeout, plugin, precision)
         else:
-            with reusing(store, reuse, releases):
+            with reusing(store, reuse, releases), reported:
                 _run_grid(grid, store, shard, device, precision)
         return
     if shard:
@@ -159,7 +165,7 @@ def run(
         pooling=pooling, device=device, seed=seed, server_args=server_args, precision=precision or "fp32",
         smoke=check,
     )
-    with reusing(store, reuse, releases):
+    with reusing(store, reuse, releases), reported:
         record = run_cell(spec)
     path = store.append(record) if save else None
     try:
@@ -215,11 +221,13 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
     else:
         err.print(f"grid {plain(grid)}: {len(specs)} cells", highlight=False)
 
+    progress = _GridProgress(len(specs))
+
     def report(spec, status: str) -> None:
         why = " (another process is running it; looked at again after the other cells)" if status == "claimed" else ""
-        err.print(f"  {status:8} {plain(spec.label())}{why}", highlight=False)
+        err.print(f"  {status:8} {plain(spec.label())}{why}{progress.after(status)}", highlight=False, soft_wrap=True)
 
-    ran, skipped = run_grid(specs, store, report)
+    ran, skipped = run_grid(specs, store, report, progress.record)
     _, problems = store.read()
     for problem in problems:  # e.g. a line edited by hand while the grid ran: skipped, every other record kept
         err.print(f"[yellow]warning:[/yellow] {plain(problem)}; fix or delete that line", highlight=False,
@@ -228,11 +236,55 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
               highlight=False)
 
 
+class _GridProgress:
+    """The figures of a grid's cell lines: the cell's headline metrics and time, the cells left and the time left at
+    the rate of the cells run so far (recorded cells are skipped in no time)."""
+
+    def __init__(self, cells: int) -> None:
+        self.cells, self.seen, self.ran, self.started, self.figures = cells, 0, 0, time.monotonic(), ""
+
+    def record(self, spec, record) -> None:
+        """Keep the finished cell's figures for its line: the task's headline metric and the attack's, beside its
+        random guess."""
+        from bench.results.views import short
+
+        shown = []
+        for key, value in record.metrics.items():
+            if key.startswith("utility/") and not any(s.startswith("utility/") for s, _ in shown):
+                shown.append((key, f"{short(key)} {value:.3f}"))
+            elif key.startswith("privacy/") and not any(s.startswith("privacy/") for s, _ in shown):
+                guess = record.metrics.get("random/" + key.split("/", 1)[1])
+                shown.append((key, f"{key.split('/')[1]} {short(key)} {value:.3f}"
+                                   + ("" if guess is None else f" (random {guess:.3f})")))
+        self.figures = ", ".join(text for _, text in shown) + f", {record.runtime_s:.0f} s"
+        self.ran += 1
+
+    def after(self, status: str) -> str:
+        """The end of a cell's line: its figures, then how many cells are left and the time left."""
+        if status == "claimed":
+            return ""
+        self.seen += 1
+        left = self.cells - self.seen
+        parts = [self.figures] if status == "done" and self.figures else []
+        self.figures = ""
+        elapsed = time.monotonic() - self.started
+        pace = f", about {_minutes(elapsed / self.ran * left)} left" if self.ran and left else ""
+        parts.append(f"{self.seen} of {self.cells} cells{pace}")
+        return " · " + " · ".join(parts)
+
+
+def _minutes(seconds: float) -> str:
+    """``12 min``, ``2.5 h`` or ``40 s``."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 else \
+        f"{seconds:.0f} s"
+
+
 def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_timeout, plugins,
                   precision: str | None = None) -> None:
     from bench.engine.grid import grid_resources, load_grid
-    from bench.engine.ray_executor import run_grid_ray
+    from bench.engine.ray_executor import require_ray, run_grid_ray
 
+    require_ray()  # before the grid is read: one sentence where Ray is not installed
     specs = load_grid(grid, device=device, here=False, precision=precision)
     resources = grid_resources(grid)
     need = ", ".join(f"{k} {v:g}" for k, v in resources.items() if v)
@@ -338,23 +390,31 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     from bench.core.params import describe_parameters
     from bench.core.registry import ATTACKS, DEFENSES, TASKS
 
+    from bench.models.encoders import ENCODER_NAMES
+
     _load_plugins(plugin)
+    encoders = Table(title="encoders (--encoder NAME)", title_justify="left")
+    for column in ("name", "where from", "what"):
+        encoders.add_column(column, style="bold" if column == "name" else None)
+    for row in ENCODER_NAMES:
+        encoders.add_row(*row)
+    out.print(encoders)
     for title, registry in (("tasks", TASKS), ("defenses", DEFENSES), ("attacks", ATTACKS)):
         table = Table(title=title, title_justify="left")
         table.add_column("name", style="bold")
         table.add_column("kinds" if registry is not TASKS else "metrics (server protocols)")
-        table.add_column("parameters (default)")
+        table.add_column("parameters (default)" if registry is not TASKS else "settings (default)")
         for name in registry.names():
             cls = registry.get(name)
             if registry is TASKS:
                 kinds = f"{', '.join(m.name for m in cls.metrics)} ({', '.join(cls.protocols)})"
-            elif registry is DEFENSES:
-                kinds = _defense_kinds(cls)
+                params = _task_settings(cls)
             else:
-                kinds = ", ".join(str(k) for k in cls.accepts) + "\nmetrics: " + ", ".join(m.name for m in cls.metrics)
-            params = "\n".join(
-                f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
-            )
+                kinds = _defense_kinds(cls) if registry is DEFENSES else (
+                    ", ".join(str(k) for k in cls.accepts) + "\nmetrics: " + ", ".join(m.name for m in cls.metrics))
+                params = "\n".join(
+                    f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
+                )
             table.add_row(name, kinds, params or "-")
         out.print(table)
     pairs = Table(title="compatible defense / attack pairs", title_justify="left")
@@ -371,6 +431,27 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
             ok.append(f"({', '.join(on_weights)} on pretraining tasks)")
         pairs.add_row(name, ", ".join(ok) or "-")
     out.print(pairs)
+
+
+def _task_settings(cls: type) -> str:
+    """What a task fixes for its cells, one per line: its sizes (--n-train, --n-eval), whether its server predicts
+    original evaluation data, its sensitive span kinds, the task that scores a released model, its server's
+    training defaults (--train-args overrides them)."""
+    def kinds(names) -> str:
+        return "+".join(names) if len(names) <= 6 else "+".join(names[:5]) + f"+... ({len(names)} kinds)"
+
+    lines = [f"n_train={cls.default_n_train}, n_eval={cls.default_n_eval}  # examples, up to (--n-train, --n-eval)"]
+    if cls.evaluate_on == "original" and "api" not in cls.protocols:
+        lines.append("evaluate_on='original'  # only the training split is privatized")
+    if cls.span_kinds:
+        lines.append(f"spans: {kinds(cls.span_kinds)}  # what span defenses rewrite (kinds=)")
+    if cls.utility_task:
+        lines.append(f"utility_task={cls.utility_task!r}  # scores the released model")
+    if cls.attributes:
+        lines.append(f"attributes: {'+'.join(cls.attributes)}  # what attribute inference targets")
+    if cls.training_defaults:
+        lines.append("training: " + ",".join(f"{k}={v}" for k, v in cls.training_defaults.items()))
+    return "\n".join(lines)
 
 
 def _defense_kinds(cls: type) -> str:
@@ -431,11 +512,15 @@ def backfill(results_dir: Optional[Path] = ResultsOption) -> None:
 
 def _summary_table(board) -> Table:
     """One row per configuration (mean ± std over seeds), then the random guess of each attack, per encoder,
-    evaluation size and attack setting."""
+    evaluation size and attack setting; a train / eval column where the board's cells differ in size."""
+    from bench.results.views import size_labels, sizes_differ
+
     table = Table(title="means ± std over seeds", title_justify="left")
     metrics = sorted({m for m in board["metric"] if m.startswith("utility/")})
     metrics += sorted({m for m in board["metric"] if m.startswith("privacy/")})
-    for column in ["task", "defense", "attack", "seeds", *(m.rsplit("/", 1)[-1] for m in metrics)]:
+    sized = sizes_differ(board)  # cells of different sizes meet: each row says its own
+    for column in ["task", "defense", "attack", *(["train / eval"] if sized else []), "seeds",
+                   *(m.rsplit("/", 1)[-1] for m in metrics)]:
         table.add_column(column, no_wrap=True)
     for (task, attack), group in board.groupby(["task", "attack"], sort=True):
         # a random guess is pooled only over configurations scored on the same data with the same attack and encoder
@@ -451,14 +536,16 @@ def _summary_table(board) -> Table:
                     f"{values.at[m, 'mean']:.3f}±{values.at[m, 'std']:.3f}" if m in values.index else ""
                     for m in metrics
                 ]
-                table.add_row(task, name, attack or "-", str(int(config["n"].max())), *cells)
+                size = size_labels(config.iloc[:1])[0] if sized else None
+                table.add_row(task, name, attack or "-", *([size] if sized else []), str(int(config["n"].max())),
+                              *cells)
             random = setting[setting["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
             if not random.empty:
                 keys = ["random/" + m.split("/", 1)[1] for m in metrics]
                 cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
                 differ = [f"n_eval {named[k]}" if k == "n_eval" else str(named[k]) for k in varying]
                 label = f"random guess ({', '.join(differ)})" if differ else "random guess"
-                table.add_row(task, label, attack, "", *cells, style="dim")
+                table.add_row(task, label, attack, *([""] if sized else []), "", *cells, style="dim")
     return table
 
 
@@ -629,14 +716,14 @@ def new_component(
     out.print(f"wrote {plain(path)}; check it with: bench check-plugin {plain(path)}", highlight=False, soft_wrap=True)
 
 
-def _published_records(results_dir: Optional[Path]):
-    """The store and records a published-board command reads: ``--results-dir``, else ``$BENCH_RESULTS_DIR``, else
-    the committed ``results/`` (the reference tables and their mappings live there); unreadable lines warned. A record
-    made at the smoke budget (``--check``) is never among them."""
-    from bench.results.store import ResultStore, published_results_dir
+def _read_records(results_dir: Optional[Path]):
+    """The store and records a reading command reads (the one rule: ``--results-dir``, else ``$BENCH_RESULTS_DIR``,
+    else ./bench-results); unreadable lines warned. The reference tables and their mappings are read from the
+    folder when it has them, else from the published ``results/`` (``bench.analysis.reproduce.definitions``). A
+    record made at the smoke budget (``--check``) is never among them."""
+    from bench.results.store import ResultStore
 
-    store = ResultStore(results_dir if results_dir is not None or os.environ.get("BENCH_RESULTS_DIR")
-                        else published_results_dir())
+    store = ResultStore(results_dir)
     store.check_exists()
     records, problems = store.read()
     for problem in problems:
@@ -654,13 +741,13 @@ def reproduce(
     recorded: bool = typer.Option(False, "--recorded", help="Print only the rows we have records for."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print the rows we have records for and the claims "
                                      "as Markdown tables (for the README and docs)."),
-    results_dir: Optional[Path] = PublishedOption,
+    results_dir: Optional[Path] = ResultsOption,
 ) -> None:
     """A paper's table beside our records (mean ± std over seeds, n), with a verdict on each of its claims;
     writes results/reproduction/<table>.json for the dashboard."""
     from bench.analysis import reproduce as rep
 
-    store, records = _published_records(results_dir)
+    store, records = _read_records(results_dir)
     console = out if out.is_terminal else Console(width=int(os.environ.get("COLUMNS") or 200))
     if table is None:
         if run_missing:
@@ -669,6 +756,10 @@ def reproduce(
         return
     output_file(rep.report_path(store.root, table), "reproduction report")  # before any work
     if run_missing:
+        from bench.engine.provenance import check_publishable
+
+        store.check_writable()
+        check_publishable(store)
         _run_missing(rep, store, table, records)
         records = [r for r in store.read()[0] if not r.at_smoke_budget]
     report = rep.reproduce(store.root, table, records)
@@ -685,29 +776,85 @@ def reproduce(
 def report(
     out_path: Optional[Path] = typer.Option(None, "--out", help="Markdown file to update: the text between its "
                                             "'bench report' markers is replaced, the rest kept (default: print)."),
-    results_dir: Optional[Path] = PublishedOption,
+    pages: Optional[Path] = typer.Option(None, "--pages", help="Folder to write the board into as pages: index.md, "
+                                         "one <task>.md per task, and reproduction/ with the papers' tables (from "
+                                         "<results>/reproduction/*.json); pages it wrote before and no longer "
+                                         "writes are removed."),
+    results_dir: Optional[Path] = ResultsOption,
 ) -> None:
-    """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), e.g.
-    bench report --out docs/results.md."""
+    """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), or write them as
+    pages: bench report --results-dir results --pages docs/results regenerates the docs' results pages."""
     from bench.core.files import output_file, read_utf8, write_text_atomic
     from bench.results.leaderboard import aggregate, seed_frame
     from bench.results.views import majority_by_config, splice
     from bench.results.views import report as render
 
+    if out_path is not None and pages is not None:
+        raise BenchError("--out and --pages write different things; give one of them.")
     if out_path is not None:
         output_file(out_path, "--out")
-    store, records = _published_records(results_dir)
+    store, records = _read_records(results_dir)
     if not records:
         raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     source = store.root.as_posix() if store.root.is_absolute() else f"{store.root.as_posix()}/"
-    text = render(aggregate(seed_frame(records), with_order=True), source,
-                  majority_by_config((r.config_hash, r.notes) for r in records))
+    board = aggregate(seed_frame(records), with_order=True)
+    majority = majority_by_config((r.config_hash, r.notes) for r in records)
+    if pages is not None:
+        command = " ".join(["bench report", *([f"--results-dir {results_dir.as_posix()}"] if results_dir else []),
+                            f"--pages {pages.as_posix()}"])
+        written = write_pages(board, store.root, source, command, pages, majority)
+        out.print(f"wrote {written} pages of {len(records)} records to {plain(pages)}", highlight=False)
+        return
+    text = render(board, source, majority)
     if out_path is None:
         print(text, end="")
         return
     document = read_utf8(out_path) if out_path.is_file() else ""
     write_text_atomic(out_path, splice(document, text))
     out.print(f"wrote {len(records)} records' tables to {plain(out_path)}", highlight=False)
+
+
+def write_pages(board, root: Path, source: str, command: str, folder: Path, majority=None) -> int:
+    """Write the board's pages into ``folder`` and the reproduction reports' into ``folder/reproduction``; remove the
+    pages an earlier run wrote there that this one does not. Returns how many pages were written."""
+    import json
+
+    import yaml
+
+    from bench.analysis.deniability import deniability_markdown
+    from bench.analysis.reproduce import definitions, reproduction_pages
+    from bench.core.files import read_utf8, write_text_atomic
+    from bench.results.views import GENERATED, report_pages
+
+    reports = [json.loads(read_utf8(path)) for path in sorted((root / "reproduction").glob("*.json"))]
+    unmapped = {}
+    for path in sorted((definitions(root) / "reproduction").glob("*.yaml")):
+        mapping = yaml.safe_load(read_utf8(path)) or {}
+        if isinstance(mapping, dict) and mapping.get("not_mapped"):
+            unmapped[path.stem] = str(mapping["not_mapped"])
+    reproduced = reproduction_pages(reports, source, command, unmapped) if reports else {}
+    generated = report_pages(board, source, command, majority)
+    analyses = sorted((root / "analysis").glob("deniability-*.json"))
+    if analyses:
+        generated["deniability.md"] = "\n".join([
+            GENERATED, "# Plausible deniability", "",
+            f"Printed by `{command}` from the reports of `bench analyze deniability` in `{source}analysis/`. Per "
+            "token, N_w counts the releases equal to the token (small is deniable) and S_w the distinct releases "
+            "(large is deniable), after Qu et al. (CIKM 2021, §5.3) and Feyisetan et al. (WSDM 2020).", "",
+            *(deniability_markdown(json.loads(read_utf8(path)), f"{source}analysis/{path.name}")
+              for path in analyses)]).rstrip() + "\n"
+    written = 0
+    for where, generated in ((folder, generated), (folder / "reproduction", reproduced)):
+        if where.exists() and not where.is_dir():
+            raise BenchError(f"--pages {where} is a file; name a folder.")
+        where.mkdir(parents=True, exist_ok=True)
+        for stale in sorted(where.glob("*.md")):
+            if stale.name not in generated and read_utf8(stale).startswith(GENERATED):
+                stale.unlink()
+        for name, text in generated.items():
+            write_text_atomic(where / name, text)
+            written += 1
+    return written
 
 
 def _run_missing(rep, store, table: str, records) -> None:

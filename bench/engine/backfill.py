@@ -116,6 +116,7 @@ def _reordered(line: str, report: BackfillReport) -> str | None:
         return None
     directions = record.higher_is_better
     record = record.model_copy(update={
+        "data_source": raw["data_source"],  # as stored: reading names it portably, a reorder leaves it alone
         "metrics": {key: record.metrics[key] for key in ordered},
         "higher_is_better": {key: directions[key] for key in ordered if key in directions} | directions})
     report.updated += 1

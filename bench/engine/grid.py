@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 from bench.core.errors import BenchError
 from bench.core.spec import RunSpec
 from bench.engine.runner import component_versions, make_spec, run_cell
+from bench.results.record import ResultRecord
 from bench.results.store import ResultStore
 
 GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings", "resources"}
@@ -245,8 +246,10 @@ def run_grid(
     specs: Iterable[RunSpec],
     store: ResultStore,
     on_cell: Callable[[RunSpec, str], None] | None = None,
+    on_record: Callable[[RunSpec, ResultRecord], None] | None = None,
 ) -> tuple[int, int]:
-    """Run every cell without a stored record, appending each as it finishes.
+    """Run every cell without a stored record, appending each as it finishes (``on_record`` is shown it, then
+    ``on_cell`` is told each cell's status).
 
     Returns (cells run, cells skipped). An interrupted grid resumes where it stopped. Processes sharing a
     store (``--shard``, or two copies of the same grid) never run a cell twice: a cell is claimed
@@ -260,7 +263,7 @@ def run_grid(
     counts = {"done": 0, "skipped": 0}
     deferred = []
     for spec in specs:
-        status = _claim_and_run(spec, store, done, wait=False)
+        status = _claim_and_run(spec, store, done, wait=False, on_record=on_record)
         if status == "claimed":
             deferred.append(spec)
         else:
@@ -268,14 +271,14 @@ def run_grid(
         if on_cell:
             on_cell(spec, status)
     for spec in deferred:  # held by another process on the first pass: wait for it, then look again
-        status = _claim_and_run(spec, store, done, wait=True)
+        status = _claim_and_run(spec, store, done, wait=True, on_record=on_record)
         counts[status] += 1
         if on_cell:
             on_cell(spec, status)
     return counts["done"], counts["skipped"]
 
 
-def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool) -> str:
+def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool, on_record=None) -> str:
     """Run one cell unless it is recorded ("skipped") or another process holds it ("claimed"); "done" after."""
     key = cell_key(spec)
     if key not in done:
@@ -291,6 +294,8 @@ def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool) -> 
         record = run_cell(spec)
         store.append(record)
         store.finish_claim(key)
+        if on_record is not None:
+            on_record(spec, record)
     done.add(key)
     return "done"
 

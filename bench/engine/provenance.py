@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench.core.errors import BenchError
 from bench.core.machine import cpu_model
 from bench.core.spec import RunSpec
 
@@ -28,6 +29,15 @@ def git_sha() -> str:
         return f"{sha}-dirty" if changed else sha
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def check_publishable(store) -> None:
+    """Refuse to add records to the published board (``results/``) from code with uncommitted changes: such a
+    record's git sha (``...-dirty``) would name code nobody else can check out."""
+    if store.is_published() and git_sha().endswith("-dirty"):
+        raise BenchError(f"{store.root} is the published board and this checkout's code has uncommitted changes "
+                         "(git status); commit them first, so that each record names the commit that made it, or "
+                         "run into another --results-dir.")
 
 
 def versions(spec: RunSpec, encoder) -> dict[str, str]:

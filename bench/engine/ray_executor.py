@@ -14,7 +14,7 @@ worker) is reported at once, since it would refuse again. Nothing is written for
 Workers import this code and read data and caches at the driver's paths: the driver passes its
 ``BENCH_*``, ``HF_*`` and ``TRANSFORMERS_*`` variables and its code folder (``PYTHONPATH``) to every worker,
 so every node needs the code, the data and the cache folder at the same paths (a shared filesystem, or the
-same paths on each node: see the README section "Run a grid on a Ray cluster").
+same paths on each node: see docs/ray.md). Ray is an optional part: ``pip install "textprivacy-bench[ray]"``.
 """
 
 from __future__ import annotations
@@ -92,6 +92,16 @@ def _check_address(address: str) -> None:
     except OSError as exc:
         raise BenchError(f"no Ray cluster answers at {address} ({exc.strerror or exc.__class__.__name__}); start "
                          "one with 'ray start --head' or pass its address.") from None
+
+
+def require_ray() -> None:
+    """Refuse, in one sentence, the Ray executor where Ray is not installed (it is an optional part)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise BenchError("--executor ray needs Ray, which is not installed: pip install 'textprivacy-bench[ray]' "
+                         "(or pip install -e '.[ray]' in a checkout), or run the grid with the local executor."
+                         ) from None
 
 
 def connect(address: str | None) -> str:
@@ -199,6 +209,7 @@ def run_grid_ray(
 
     Returns the summary; the caller reports failed cells (status "failed"), whose records were not written.
     """
+    require_ray()
     import ray
 
     resources = {**RESOURCE_KEYS, **(resources or {})}

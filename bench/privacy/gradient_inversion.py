@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.core.progress import track
+
 
 @dataclass(frozen=True)
 class MatchingSettings:
@@ -83,15 +85,16 @@ def run_attacks(model, updates: list[list[np.ndarray]], targets: np.ndarray, reg
     jobs = [(model, update, targets[i], regression, masked, settings, seed * 100_003 + i)
             for i, update in enumerate(updates)]
     started = time.perf_counter()
+    description = f"gradient matching: {len(jobs):,} client updates"
     if workers <= 1 or len(jobs) <= 1:
-        results = [_attack_one(job) for job in jobs]
+        results = [_attack_one(job) for job in track(jobs, description, unit="updates")]
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_worker_start) as pool:
-            results = list(pool.map(_attack_one, jobs))
+            results = list(track(pool.map(_attack_one, jobs), description, len(jobs), unit="updates"))
     minutes = (time.perf_counter() - started) / 60
     recovered = np.stack([r[0] for r in results]) if results else np.zeros((0, 0), dtype=np.float32)
     distances = np.array([r[1] for r in results])

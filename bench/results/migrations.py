@@ -5,10 +5,18 @@ Schema 1 -> 2: privacy-adaptive pretraining moved from the token defenses' argum
 not the client's mechanism. The moved options are completed with the defaults in force when
 schema-1 records were written (frozen here: a migration must not follow later defaults), and the
 config hash is recomputed from the migrated spec, so a grid recognises the cell it ran before.
+
+Any schema: a data source that names an absolute folder of the offline data (``local:/.../data/glue/SST-2``,
+``offline /.../data/aia/blog``, as records made before sources were portable do) is read as the portable
+``data:glue/SST-2``: the folder under ``$BENCH_DATA_DIR``. The record's ``data_hash`` (of the exact examples) is
+what identifies the data; the stored line is not rewritten.
 """
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bench.core.spec import RunSpec
@@ -20,8 +28,34 @@ SERVER_DEFAULTS = ADAPTATION_DEFAULTS_V1 = {"adapt": "", "adapt_steps": 300, "ad
                           "adapt_corpus": "auto"}
 
 
+DATA_PREFIX = "data:"  # a source under the offline data folder ($BENCH_DATA_DIR), named relative to it
+_LOCAL = re.compile(r"^(?:local:|offline )(.+)$")  # the path forms sources had before
+
+
+def portable_source(source: str, data_root: str | Path | None = None) -> str:
+    """``source`` with an absolute path under the offline data folder replaced by ``data:<path in the folder>``.
+
+    ``data_root`` is the folder the cell read (``bench.data.examples.data_dir()``); without it (a stored record),
+    the path's last ``data`` folder is taken as the root, which is what every layout documented in
+    docs/data.md gives. Other sources (``hub:...``, ``synthetic:...``, a file outside the folder) are kept."""
+    match = _LOCAL.match(source) if isinstance(source, str) else None
+    if not match:
+        return source
+    if data_root is not None:
+        path = PurePosixPath(Path(os.path.abspath(Path(match.group(1)).expanduser())).as_posix())
+        root = PurePosixPath(Path(os.path.abspath(Path(data_root).expanduser())).as_posix())
+        return f"{DATA_PREFIX}{path.relative_to(root)}" if path.is_relative_to(root) and path != root else source
+    parts = PurePosixPath(match.group(1)).parts
+    below = [i for i, part in enumerate(parts[:-1]) if part == "data"]
+    return f"{DATA_PREFIX}{PurePosixPath(*parts[below[-1] + 1:])}" if below else source
+
+
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
     """A stored record's dictionary in the current schema (a new dictionary; the input is unchanged)."""
+    if isinstance(data.get("data_source"), str):
+        portable = portable_source(data["data_source"])
+        if portable != data["data_source"]:
+            data = dict(data, data_source=portable)
     version = data.get("schema_version", 1)
     if type(version) is not int or not 1 <= version < SCHEMA_VERSION or not isinstance(data.get("spec"), dict):
         return data

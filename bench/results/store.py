@@ -50,14 +50,15 @@ PUBLISHED_RESULTS = "results"
 
 def published_results_dir() -> Path:
     """The committed board: this checkout's ``results/`` wherever the command runs (spelled ``results`` when the
-    command runs in the checkout, so what prints the folder prints it as before)."""
+    command runs in the checkout). Commands read it when asked (``--results-dir results``); the reference tables and
+    their mappings are read from it when the results folder in use has none."""
     checkout = Path(__file__).resolve().parents[2] / PUBLISHED_RESULTS
     return Path(PUBLISHED_RESULTS) if Path(PUBLISHED_RESULTS).resolve() == checkout else checkout
 
 
 def default_results_dir() -> Path:
-    """``$BENCH_RESULTS_DIR``, else ``./bench-results``: your runs stay apart from the published ``results/``,
-    which changes only when a command is given ``--results-dir results``."""
+    """The one default of every command: ``$BENCH_RESULTS_DIR``, else ``./bench-results``. Your runs stay apart
+    from the published ``results/``, which a command reads or changes only when given ``--results-dir results``."""
     return Path(os.environ.get("BENCH_RESULTS_DIR") or USER_RESULTS)
 
 
@@ -108,12 +109,16 @@ class ResultStore:
                 raise BenchError(f"records file {path} is not writable; fix its permissions or pass another "
                                  "--results-dir.")
 
+    def is_published(self) -> bool:
+        """Whether this is the committed board (this checkout's ``results/``), however the folder is spelled."""
+        return self.root.resolve() == published_results_dir().resolve()
+
     def check_exists(self) -> None:
         """Refuse a results folder that does not exist (a mistyped --results-dir) with one sentence."""
         if not self.root.is_dir():
             what = "is a file" if self.root.exists() else "does not exist"
             raise BenchError(f"results folder {self.root} {what}; pass the folder that holds records/ "
-                             "(or set BENCH_RESULTS_DIR).")
+                             "(or set BENCH_RESULTS_DIR; the published board is --results-dir results).")
 
     def append(self, record: ResultRecord) -> Path:
         """Append one record atomically; returns the file written.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Iterator
 
 import pandas as pd
 
@@ -250,6 +251,20 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join(lines)
 
 
+def sizes_differ(table: pd.DataFrame) -> bool:
+    """Whether the rows of ``table`` were measured on different numbers of training or evaluation examples."""
+    return any(c in table and table[c].astype(str).nunique() > 1 for c in ("n_train", "n_eval"))
+
+
+def size_labels(table: pd.DataFrame) -> list[str]:
+    """``train / eval`` examples of each row (the sizes the cells used), e.g. ``8000 / 872``."""
+    def count(value) -> str:
+        return "?" if value is None or value != value else f"{int(value)}"
+
+    return [f"{count(a)} / {count(b)}" for a, b in zip(table.get("n_train", [None] * len(table)),
+                                                      table.get("n_eval", [None] * len(table)))]
+
+
 BEGIN, END = "<!-- bench report: begin -->", "<!-- bench report: end -->"
 
 
@@ -267,58 +282,113 @@ def _mean_std(mean, std, n, row_n=None) -> str:
     return f"{mean:.3f} ± {std:.3f} [{mean - half:.3f}, {mean + half:.3f}]{fewer}"
 
 
+LEGEND = ("(means ± sample std over seeds, then the mean's 95% confidence interval, Student's t; a value without ± "
+          "is one seed). Rank = frontier layer on (headline utility, the attack's headline metric: the first it "
+          "declares), then utility; layer 1 is the Pareto frontier. Advantage = attack success minus the random guess "
+          "scored in the same cells, oriented so that positive means the attack beats a guess.")
+
+
+def task_order(board: pd.DataFrame) -> list[str]:
+    """The board's tasks, most configurations first."""
+    return list(board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index)
+
+
+def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, float]] | None = None
+                  ) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
+    """Each attack of ``task`` (its name, "" for none), the ranked rows (``ranked``) and the table a reader sees:
+    rank, frontier, defense and arguments, the settings that vary, the sizes where they vary, the headline utility
+    (and, with ``majority`` (``majority_by_config``), whether it beats the majority class) and the attack's headline
+    metric (mean ± std [95% CI]), its random guess, the advantage and the seeds."""
+    up = direction(board)
+    utility = headline_metrics(board).get(task)
+    on_task = board[board["task"] == task]
+    for attack in sorted(on_task["attack"].unique()):
+        rows = on_task[on_task["attack"] == attack]
+        privacy = [m for m in rows.sort_values("order" if "order" in rows else "metric")["metric"].unique()
+                   if m.startswith(f"privacy/{attack}/")]
+        table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "")
+        if table.empty:
+            continue
+        if majority is not None and utility:
+            table = mark_utility_signal(table, majority, utility, up.get(utility, True))
+        out = pd.DataFrame({"rank": table["rank"], "frontier": table["frontier"].replace(0, ""),
+                            "defense": table["defense"], "arguments": table["defense_args"]})
+        for extra, title in (("server_args", "server"), ("attack_args", "attack args"), ("encoder", "encoder"),
+                             ("mode", "mode")):
+            if extra in table and table[extra].astype(str).nunique() > 1:
+                out[title] = table[extra]
+        if sizes_differ(table):
+            out["train / eval"] = size_labels(table)
+        for metric in filter(None, [utility, privacy[0] if privacy else None]):
+            if metric in table:
+                title = column_title(metric, up.get(metric, True))
+                out[title] = [_mean_std(m, s, n, row_n) for m, s, n, row_n in zip(
+                    table[metric], table.get(f"{metric} std", pd.Series([0.0] * len(table))),
+                    table.get(f"{metric} n", table["n"]), table["n"])]
+            if metric == utility and SIGNAL in table:
+                out[SIGNAL] = table[SIGNAL]
+        if privacy:
+            reference = "random/" + privacy[0].split("/", 1)[1]
+            if reference in table:
+                out[f"random {short(reference)}"] = table[reference]
+            if "advantage" in table:
+                out["advantage"] = table["advantage"]
+        out["seeds"] = table["n"].astype(int)
+        yield attack, table, out
+
+
+MAJORITY_LEGEND = (" Beats majority: whether the mean utility beats answering the majority class (the records' "
+                   "majority-class note, mean over seeds): a \"no\" carries no utility signal, whatever its rank; empty "
+                   "where the records have no such note.")
+
+
 def report(board: pd.DataFrame, source: str, majority: dict[str, dict[str, float]] | None = None) -> str:
     """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
     and the attack's headline metric (mean ± std over seeds), its random guess and the advantage over it. With
     ``majority`` (``majority_by_config``), the utility is followed by whether it beats the majority class."""
-    headline = headline_metrics(board)
-    up = direction(board)
-    lines = [f"Printed by `bench report` from the records in `{source}` (means ± sample std over seeds, then "
-             "the mean's 95% confidence interval, Student's t; a value without ± is one seed). Rank = frontier "
-             "layer on (headline utility, the attack's headline metric: the first it declares), then utility; "
-             "layer 1 is the Pareto frontier. "
-             "Advantage = attack success minus the random guess scored in the same cells, oriented so that positive "
-             "means the attack beats a guess." + (
-                 " Beats majority: whether the mean utility beats answering the majority class (the records' "
-                 "majority-class note, mean over seeds): a \"no\" carries no utility signal, whatever its rank; empty "
-                 "where the records have no such note." if majority is not None else ""), ""]
-    tasks = board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index
-    for task in tasks:
-        on_task = board[board["task"] == task]
-        utility = headline.get(task)
-        for attack in sorted(on_task["attack"].unique()):
-            rows = on_task[on_task["attack"] == attack]
-            privacy = [m for m in rows.sort_values("order" if "order" in rows else "metric")["metric"].unique()
-                       if m.startswith(f"privacy/{attack}/")]
-            table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "")
-            if table.empty:
-                continue
-            if majority is not None and utility:
-                table = mark_utility_signal(table, majority, utility, up.get(utility, True))
-            lines += [f"### {task} · {attack or 'no attack'}", ""]
-            out = pd.DataFrame({"rank": table["rank"], "frontier": table["frontier"].replace(0, ""),
-                                "defense": table["defense"], "arguments": table["defense_args"]})
-            for extra, title in (("server_args", "server"), ("attack_args", "attack args"), ("encoder", "encoder"),
-                                 ("mode", "mode")):
-                if extra in table and table[extra].astype(str).nunique() > 1:
-                    out[title] = table[extra]
-            for metric in filter(None, [utility, privacy[0] if privacy else None]):
-                if metric in table:
-                    title = column_title(metric, up.get(metric, True))
-                    out[title] = [_mean_std(m, s, n, row_n) for m, s, n, row_n in zip(
-                        table[metric], table.get(f"{metric} std", pd.Series([0.0] * len(table))),
-                        table.get(f"{metric} n", table["n"]), table["n"])]
-                if metric == utility and SIGNAL in table:
-                    out[SIGNAL] = table[SIGNAL]
-            if privacy:
-                reference = "random/" + privacy[0].split("/", 1)[1]
-                if reference in table:
-                    out[f"random {short(reference)}"] = table[reference]
-                if "advantage" in table:
-                    out["advantage"] = table["advantage"]
-            out["seeds"] = table["n"].astype(int)
-            lines += [markdown_table(out), ""]
+    lines = [f"Printed by `bench report` from the records in `{source}` {LEGEND}"
+             + (MAJORITY_LEGEND if majority is not None else ""), ""]
+    for task in task_order(board):
+        for attack, _, out in ranked_tables(board, task, majority):
+            lines += [f"### {task} · {attack or 'no attack'}", "", markdown_table(out), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+GENERATED = "<!-- printed by bench report: edits are overwritten -->"
+
+
+def report_pages(board: pd.DataFrame, source: str, command: str,
+                 majority: dict[str, dict[str, float]] | None = None) -> dict[str, str]:
+    """The board as pages (``{file name: Markdown}``): ``index.md``, the tasks with their attacks and counts, and
+    one ``<task>.md`` per task with each attack's ranked table, its sizes and ``command`` (which regenerates the
+    pages) above it."""
+    pages, index = {}, []
+    for task in task_order(board):
+        on_task = board[board["task"] == task]
+        lines = [GENERATED, f"# {task}", "",
+                 f"Ranked settings of every attack on `{task}`, printed by `{command}` from the records in `{source}` "
+                 f"{LEGEND}" + (MAJORITY_LEGEND if majority is not None else ""), ""]
+        attacks = []
+        for attack, table, out in ranked_tables(board, task, majority):
+            attacks.append(attack or "no attack")
+            lines += [f"## {task} · {attack or 'no attack'}", "",
+                      f"{_sizes_sentence(table)} Regenerate: `{command}`.", "", markdown_table(out), ""]
+        pages[f"{task}.md"] = "\n".join(lines).rstrip() + "\n"
+        index.append(f"| [{task}]({task}.md) | {', '.join(attacks)} | {on_task['config_hash'].nunique()} |")
+    pages["index.md"] = "\n".join([
+        GENERATED, "# Results", "",
+        f"Printed by `{command}` from the records in `{source}`: one page per task, one ranked table per attack "
+        f"{LEGEND}", "",
+        "| task | attacks | configurations |", "|---|---|---:|", *index, ""])
+    return pages
+
+
+def _sizes_sentence(table: pd.DataFrame) -> str:
+    """How many examples the cells of a table used: one sentence when they agree, a pointer to the column when not."""
+    if sizes_differ(table):
+        return "Cells of different sizes: the train / eval column gives each row's."
+    label = size_labels(table.iloc[:1])[0].split(" / ")
+    return f"Cells of {label[0]} training and {label[1]} evaluation examples."
 
 
 def splice(document: str, generated: str) -> str:

@@ -12,7 +12,7 @@ of each seed, as every aggregate reads them) on average over the five seeds, and
 deterministic convex probe on the same features (docs/probe.md) gains nothing at any eta. All five seeds of every
 cell at eta 60, 120 and 1000 ran on one AMD EPYC (AVX-512): seeds 0-2 were first recorded on an Intel Xeon and seeds
 3-4 of the unadapted cells on another EPYC (AVX2), where the head's accuracy differed by up to 0.047 for the same cell
-(docs/results.md); those cells were rerun here on 2026-11-27.
+(docs/analyses.md); those cells were rerun here on 2026-11-27.
 
 This replaces a live test that was opt-in (``-m pattern``) because at its small budget (2,000 sentences, 100 steps)
 float reduction order alone moved a seed by up to 0.03, as much as the effect (+0.018 on one thread, +0.007 on two).

@@ -193,9 +193,11 @@ def _assert_same_weights(model, expected):
         assert torch.equal(tensor, expected[name]), name
 
 
-def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(tiny_bert, monkeypatch, tmp_path):
+def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(tiny_bert, monkeypatch, tmp_path, capsys):
     from bench.models import offline_mlm
     from bench.models.mlm import load_mlm
+
+    monkeypatch.delenv("BENCH_QUIET", raising=False)  # Ctrl-C says what is kept
 
     recipe = offline_mlm.MLMRecipe(encoder=tiny_bert, steps=6, batch_size=4, seq_len=16)
     straight = load_mlm(tiny_bert)
@@ -207,6 +209,8 @@ def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(tiny_bert, m
         with pytest.raises(KeyboardInterrupt):
             offline_mlm.train(load_mlm(tiny_bert), SENTENCES, recipe, progress=False, resume=folder, save_every=0)
     assert (folder / offline_mlm.STATE_FILE).is_file()
+    assert (f"stopped at step 3; the state saved at step 3 is kept in {folder}, and the same command continues from it"
+            in capsys.readouterr().err)
     resumed = load_mlm(tiny_bert)  # a fresh process: the initial weights, then the saved state
     batches = _watch_calls(monkeypatch, offline_mlm, "masked_batch")
     log = offline_mlm.train(resumed, SENTENCES, recipe, progress=False, resume=folder, save_every=0)

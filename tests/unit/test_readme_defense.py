@@ -1,4 +1,5 @@
-"""The README's minimal defense module, dropped into defenses/, works with no other edit.
+"""The contributor guide's minimal defense module (docs/contributing.md), dropped into defenses/, works with no other
+edit.
 
 The check runs on a copy of the packages in a temporary folder, so the repository is never touched.
 """
@@ -17,9 +18,9 @@ PACKAGES = ("bench", "defenses", "attacks", "tasks")
 
 
 def readme_module() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- minimal-defense -->\s*```python\n(.*?)```", text, re.DOTALL)
-    assert match, "README must hold the minimal defense module after <!-- minimal-defense -->"
+    assert match, "docs/contributing.md must hold the minimal defense module after <!-- minimal-defense -->"
     return match.group(1)
 
 

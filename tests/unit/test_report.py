@@ -1,4 +1,5 @@
-"""`bench report`: the ranked tables of docs/results.md, printed from the records."""
+"""`bench report`: the ranked tables of every task and attack, printed from the records (docs/results/ is its
+--pages output; tests/unit/test_docs.py holds the committed pages to the committed records)."""
 
 from pathlib import Path
 
@@ -7,7 +8,7 @@ from typer.testing import CliRunner
 from bench.cli.main import app
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.store import ResultStore
-from bench.results.views import BEGIN, END, frontier_layers, majority_by_config, report, splice
+from bench.results.views import BEGIN, END, GENERATED, frontier_layers, majority_by_config, report, splice
 from tests.unit.test_dashboard import board_with_two_defenses
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,12 +47,24 @@ def test_out_replaces_only_the_marked_block(tmp_path):
     assert splice(text, "new\n").count(BEGIN) == 1
 
 
-def test_docs_results_match_the_committed_records(committed_records):
-    fresh = splice((ROOT / "docs" / "results.md").read_text(encoding="utf-8"),
-                   report(aggregate(seed_frame(list(committed_records)), with_order=True), "results/",
-                          majority_by_config((r.config_hash, r.notes) for r in committed_records)))
-    assert fresh == (ROOT / "docs" / "results.md").read_text(encoding="utf-8"), (
-        "docs/results.md is stale: run `bench report --out docs/results.md`")
+def test_pages_write_one_page_per_task_with_the_command_above_each_table(tmp_path):
+    board_with_two_defenses(tmp_path / "board")
+    pages = tmp_path / "site"
+    pages.mkdir()
+    (pages / "gone.md").write_text(f"{GENERATED}\n# a task no longer on the board\n")  # written by an earlier run
+    (pages / "mine.md").write_text("# a page of the user's own\n")
+    result = runner.invoke(app, ["report", "--results-dir", str(tmp_path / "board"), "--pages", str(pages)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in pages.glob("*.md")) == ["index.md", "mine.md", "sst2.md"]
+    page = (pages / "sst2.md").read_text()
+    command = f"bench report --results-dir {(tmp_path / 'board').as_posix()} --pages {pages.as_posix()}"
+    assert page.startswith(GENERATED) and "## sst2 · rss" in page
+    assert f"Cells of 10 training and 5 evaluation examples. Regenerate: `{command}`." in page
+    assert "| 2 | 1 | texthide | m=256,k=4 |" in page and "[sst2](sst2.md)" in (pages / "index.md").read_text()
+    assert not (pages / "reproduction").exists() or not list((pages / "reproduction").glob("*.md"))
+    both = runner.invoke(app, ["report", "--results-dir", str(tmp_path / "board"), "--pages", str(pages),
+                               "--out", str(tmp_path / "x.md")])
+    assert both.exit_code == 2 and "give one of them" in both.output
 
 
 def test_a_metric_with_fewer_seeds_than_its_row_gets_its_own_interval():

@@ -529,13 +529,14 @@ def test_records_kept_elsewhere_are_held_against_the_published_tables(tmp_path, 
 
 
 def test_the_docs_verdict_table_is_the_committed_reproductions():
-    # docs/results.md lists every table's coverage and verdicts; a re-run that moves one must move the doc too
-    text = (REPO_RESULTS.parent / "docs" / "results.md").read_text(encoding="utf-8")
+    # the docs' reproduction index lists every table's coverage and verdicts; a re-run that moves one must move the
+    # doc too (bench report --results-dir results --pages docs/results)
+    text = (REPO_RESULTS.parent / "docs" / "results" / "reproduction" / "index.md").read_text(encoding="utf-8")
     block = text.split("<!-- reproduction-verdicts -->\n", 1)[1].split("\n\n", 1)[0]
     documented = {}
     for line in block.splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        documented[cells[0].strip("`")] = cells[1:]
+        documented[cells[0].split("`")[1]] = cells[1:]
     committed = {}
     for path in sorted((REPO_RESULTS / "reproduction").glob("*.json")):
         report = json.loads(path.read_text(encoding="utf-8"))
@@ -548,8 +549,9 @@ def test_the_docs_verdict_table_is_the_committed_reproductions():
     assert documented == committed
 
 
-def test_the_published_board_is_read_from_the_checkout_wherever_the_command_runs(tmp_path, monkeypatch):
-    # run elsewhere, bench report and bench reproduce found no results/ ("results folder results does not exist")
+def test_every_command_reads_one_default_folder_and_the_published_board_when_asked(tmp_path, monkeypatch):
+    # bench report and bench reproduce defaulted to the published results/ while bench summarize and bench run used
+    # ./bench-results; now every command has the one rule, and the published board is --results-dir results
     from bench.results.store import published_results_dir
 
     monkeypatch.delenv("BENCH_RESULTS_DIR", raising=False)
@@ -557,9 +559,12 @@ def test_the_published_board_is_read_from_the_checkout_wherever_the_command_runs
     assert published_results_dir() == Path("results")  # in the checkout, printed as before
     monkeypatch.chdir(tmp_path)
     assert published_results_dir() == REPO_RESULTS
-    report = runner.invoke(app, ["report"])
+    for command in (["report"], ["reproduce"], ["summarize"]):
+        refused = runner.invoke(app, command)
+        assert refused.exit_code == 2 and "results folder bench-results does not exist" in refused.output, command
+    report = runner.invoke(app, ["report", "--results-dir", str(REPO_RESULTS)])
     assert report.exit_code == 0, report.output
     assert f"from the records in `{REPO_RESULTS.as_posix()}`" in report.output
-    listing = runner.invoke(app, ["reproduce"], env={"COLUMNS": "250"})
+    listing = runner.invoke(app, ["reproduce", "--results-dir", str(REPO_RESULTS)], env={"COLUMNS": "250"})
     assert listing.exit_code == 0 and "texthide_table2" in listing.output and "19 / 19" in listing.output
     assert list(tmp_path.iterdir()) == []

@@ -402,7 +402,7 @@ def test_ndd_progress_counts_each_span_as_the_square_of_its_pieces_and_a_resumed
     bars = []
 
     @contextlib.contextmanager
-    def recording(description, total, completed=0.0, enabled=True, log_every=None):
+    def recording(description, total, completed=0.0, enabled=True, log_every=None, unit="steps"):
         bars.append({"total": total, "start": completed, "updates": []})
         yield lambda done, description=None: bars[-1]["updates"].append(done)
 
