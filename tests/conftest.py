@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("BENCH_QUIET", "1")
 os.environ.setdefault("BENCH_RELEASE_STORE_GB", "0")  # no release store shared between tests (a test sets its own)
+if os.environ.get("BENCH_DATA_DIR"):  # tests that change folder still find the data a relative path named
+    os.environ["BENCH_DATA_DIR"] = str(Path(os.environ["BENCH_DATA_DIR"]).resolve())
 
 
 def _share_the_cores_between_workers() -> None:

@@ -747,6 +747,8 @@ def reproduce(
     writes results/reproduction/<table>.json for the dashboard."""
     from bench.analysis import reproduce as rep
 
+    if table is not None:
+        rep.report_path(Path("."), table)  # a name that could write outside reproduction/ is refused first
     store, records = _read_records(results_dir)
     console = out if out.is_terminal else Console(width=int(os.environ.get("COLUMNS") or 200))
     if table is None:

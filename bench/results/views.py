@@ -21,7 +21,7 @@ from typing import Iterator
 import pandas as pd
 
 from bench.core.errors import BenchError
-from bench.core.registry import DEFENSES
+from bench.core.registry import DEFENSES, PLUGIN_PACKAGE
 from bench.core.releases import ReleaseKind
 
 # a configuration: everything but the seed (config_hash already encodes it; the rest is for reading); ``source``
@@ -67,12 +67,14 @@ def headline_metrics(board: pd.DataFrame) -> dict[str, str]:
 
 
 def defense_order() -> list[str]:
-    """The registered defenses but none, by what they release (the first of their release kinds, in
+    """The defenses of the component folders but none (a ``--plugin`` file's are styled by name, so loading one
+    changes no other defense's colour), by what they release (the first of their release kinds, in
     ``ReleaseKind``'s order), then by name: defenses compared on the same attacks sit together. The charts' styles
     follow it. Empty when a component file fails to import (the charts then style every defense by its name)."""
     kinds = list(ReleaseKind)
     try:
-        names = [n for n in DEFENSES.names() if n != "none"]
+        names = [n for n in DEFENSES.names()
+                 if n != "none" and not DEFENSES.get(n).__module__.startswith(PLUGIN_PACKAGE + ".")]
         first = {n: min((kinds.index(ReleaseKind(k)) for k in getattr(DEFENSES.get(n), "releases", ()) or ()),
                         default=len(kinds)) for n in names}
     except BenchError:

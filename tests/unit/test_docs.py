@@ -35,6 +35,7 @@ from typer.testing import CliRunner
 
 from bench.cli.main import app, write_pages
 from bench.results.leaderboard import aggregate, seed_frame
+from bench.results.views import majority_by_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES_COMMAND = "bench report --results-dir results --pages docs/results"
@@ -52,7 +53,8 @@ def documents() -> list[Path]:
 
 def test_the_results_pages_are_printed_from_the_committed_records(committed_records, tmp_path):
     board = aggregate(seed_frame(list(committed_records)), with_order=True)
-    write_pages(board, ROOT / "results", "results/", PAGES_COMMAND, tmp_path)
+    majority = majority_by_config((r.config_hash, r.notes) for r in committed_records)
+    write_pages(board, ROOT / "results", "results/", PAGES_COMMAND, tmp_path, majority)
     fresh = {p.relative_to(tmp_path).as_posix(): p.read_text(encoding="utf-8") for p in tmp_path.rglob("*.md")}
     committed = {p.relative_to(ROOT / "docs" / "results").as_posix(): p.read_text(encoding="utf-8")
                  for p in (ROOT / "docs" / "results").rglob("*.md")}
