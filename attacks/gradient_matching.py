@@ -40,7 +40,12 @@ from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, 
 class GradientMatching(Attack):
     """DLG with L-BFGS on each single-example update; success = MSE to the true representation <= 0.001."""
 
+    version: ClassVar[str] = "2"  # 2: the random reference's spread from public sentences, not the task corpus
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.GRADIENTS,)
+    knowledge: ClassVar[dict[str, str]] = {
+        "public": "the random reference: Gaussian guesses with the spread of public sentences' representations (an "
+                  "adversary who knows the public encoder can compute it)",
+    }
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("success_rate", True, "fraction of attacks whose recovered representation has MSE <= the threshold"),
         Metric("mse", False, "mean squared error of the recovered representation (lower = closer)", 0.0,
@@ -90,9 +95,9 @@ class GradientMatching(Attack):
         return recovered
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> np.ndarray:
-        """Gaussian representations with the per-coordinate spread of the corpus' representations."""
+        """Gaussian representations with the per-coordinate spread of public sentences' representations."""
         count = min(self.attacks, len(release.data.gradients))
-        spread = public.encoder.encode(public.corpus).std(axis=0)
+        spread = public.encoder.encode(public.public).std(axis=0)
         return rng.standard_normal((count, len(spread))) * spread
 
     def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:

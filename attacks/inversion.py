@@ -3,20 +3,18 @@
 Paper: Chen Qu et al. "Natural Language Understanding with Privacy-Preserving BERT." CIKM 2021, §5.4,
 after Congzheng Song and Ananth Raghunathan. "Information Leakage in Embedding Models." CCS 2020.
 Threat model: the adversary holds the public token space (the encoder's input embedding table, or
-the word-vector file a release names), the public mechanism with its parameters, the task corpus
-(for token frequencies) and the release. For released token vectors it
+the word-vector file a release names), the public mechanism with its parameters, public text (for token
+frequencies) and the release. For released token vectors it
 guesses the regular vocabulary token nearest to each vector (exact search); for a released token
 sequence it guesses the released token itself, so ``token_accuracy`` is the fraction of tokens the
 mechanism left unchanged. For token sequences it also makes the Bayesian guess
-argmax_x Pr[x]·Pr[y|x] (bench.privacy.posterior: prior from the corpus' token counts, channel from the
+argmax_x Pr[x]·Pr[y|x] (bench.privacy.posterior: prior from public text's token counts, channel from the
 public mechanism), reported as ``bayes_token_accuracy``. Metric: fraction of the evaluation set's
 (regular) tokens recovered at their position.
-Caveat of the Bayesian guess as recorded: the task corpus it counts holds the attacked sentences too (as RSS's
-index does, by its paper's design), so its prior and candidate tokens know which pieces the attacked text uses: on
-SST-2, 5.7% of the evaluation tokens are pieces absent from the training split, and at eta = 60 those released
-unchanged, 1.9% of all, are won through this alone, about the recorded Bayes gain (0.251 to 0.267; ``python
-scripts/known_limits.py inversion-prior``). Read ``bayes_token_accuracy`` as an upper reference until the prior
-comes from text other than the attacked split.
+The prior and the candidate inputs are counted on public sentences that no private split of the run holds
+(version 3; version 2 counted the task corpus, attacked sentences included, which let tokens occurring only there be
+won through that leak). SanText+'s sensitive set is the least frequent share w of that public vocabulary: the
+adversary's estimate of the client's set, not the set itself.
 """
 
 from __future__ import annotations
@@ -46,8 +44,11 @@ class TokenGuesses:
 class Inversion(Attack):
     """Nearest-token inversion of token vectors; unchanged-token rate of token sequences."""
 
-    version: ClassVar[str] = "2"  # 2: adds the Bayesian guess
+    version: ClassVar[str] = "2"  # 2: adds the Bayesian guess; 3 (version_for): its prior from public text
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.TEXT)
+    knowledge: ClassVar[dict[str, str]] = {
+        "public": "Qu et al. §5.4: the Bayesian guess's prior Pr[x] is the token frequency of public text",
+    }
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("token_accuracy", True, "fraction of the evaluation tokens recovered at their position"),
         Metric("bayes_token_accuracy", True,
@@ -57,6 +58,11 @@ class Inversion(Attack):
     bayes: bool = True  # also make the Bayesian guess for text releases of a known mechanism
     trials: int = within(20, "[1, 1e5]")  # d_chi text only: mechanism runs per candidate token to estimate its channel
     support: int = within(2000, "[1, 1e8]")  # d_chi text only: candidate input tokens (the most frequent in the corpus)
+
+    @classmethod
+    def version_for(cls, args: dict[str, Any], kind: ReleaseKind | None) -> str:
+        """3 where the Bayesian guess runs (text releases): its prior moved to public text; else 2."""
+        return "3" if kind is ReleaseKind.TEXT and args.get("bayes", True) else cls.version
 
     def __post_init__(self) -> None:
         require(self.trials >= 1, f"inversion trials must be >= 1, got {self.trials}.")
@@ -73,7 +79,7 @@ class Inversion(Attack):
         if self._bayes_applies(release):
             from bench.privacy.posterior import bayes_guesses
 
-            corpus_ids = space.client_ids(flatten_segments(public.corpus)[0])
+            corpus_ids = space.client_ids(list(public.public))
             counts = token_counts([x[x >= 0] for x in corpus_ids], len(space.table))
             guesses["bayes_token_accuracy"] = bayes_guesses(
                 released, release.mechanism, space.table, self._vocabulary(space, counts), counts,
@@ -101,7 +107,7 @@ class Inversion(Attack):
 
     @staticmethod
     def _vocabulary(space, counts: np.ndarray) -> np.ndarray:
-        """The mechanism's vocabulary as the adversary rebuilds it (word spaces: the corpus' words)."""
+        """The mechanism's vocabulary as the adversary rebuilds it (word spaces: the public text's words)."""
         return space.candidates if space.format == "wordpiece" else np.flatnonzero(counts)
 
 

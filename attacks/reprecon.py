@@ -51,7 +51,7 @@ class RepRecon(RSS):
 
         if release.known_pairs is None:
             raise BenchError("reprecon needs known (released, original) pairs, and this release has none.")
-        corpus_reps = public.encoder.encode(public.corpus)
+        corpus_reps = public.encoder.encode(public.index)
         released_train, rows = release.known_pairs
         reconstruct = self.fit(released_train, corpus_reps[rows])
         _, nearest = cosine_search(corpus_reps, reconstruct(release.data), k=1)

@@ -43,6 +43,11 @@ class RSS(Attack):
         Metric("sbert", True, "SBERT cosine of the returned and the true sentence", -1.0, 1.0),
     )
 
+    knowledge: ClassVar[dict[str, str]] = {
+        "index": "TextHide §4.4: the adversary searches the dataset the released sentences come from, to re-identify "
+                 "them",
+    }
+
     sbert: str = "minilm"  # sentence-transformer used for SBERTsim ("minilm" = all-MiniLM-L6-v2)
 
     def check(self) -> None:
@@ -53,28 +58,28 @@ class RSS(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
         """Index of the corpus sentence most similar to each released representation."""
-        corpus_reps = public.encoder.encode(public.corpus)
+        corpus_reps = public.encoder.encode(public.index)
         _, nearest = cosine_search(corpus_reps, release.data, k=1)
         return nearest[:, 0]
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> np.ndarray:
         """A uniformly drawn corpus index per release row."""
-        return rng.integers(0, len(public.corpus), size=len(release.owners))
+        return rng.integers(0, len(public.index), size=len(release.owners))
 
     def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Identity, JCdist, TF-IDFsim, Label and SBERTsim averaged over release rows."""
         from bench.models.loading import load_encoder
 
-        guessed = [public.corpus[i] for i in guesses]
+        guessed = [public.index[i] for i in guesses]
         guessed_text, true_text = [as_text(x) for x in guessed], [as_text(x) for x in truth.texts]
         device = getattr(public.encoder, "device", "cpu")  # the cell's device
-        corpus_sbert = load_encoder(self.sbert, device).encode(public.corpus)  # mean pooling, as SBERT
-        position = {text: i for i, text in enumerate(public.corpus)}
+        corpus_sbert = load_encoder(self.sbert, device).encode(public.index)  # mean pooling, as SBERT
+        position = {text: i for i, text in enumerate(public.index)}
         true_rows = np.array([position[t] for t in truth.texts])
         return {
             "identity": float(np.mean([g == t for g, t in zip(guessed, truth.texts)])),
             "jcdist": float(np.mean(jaccard_words(guessed_text, true_text))),
-            "tfidf": float(np.mean(tfidf_cosine(guessed_text, true_text, [as_text(x) for x in public.corpus]))),
-            "label": float(np.mean(truth.corpus_labels[guesses] == truth.labels)),
+            "tfidf": float(np.mean(tfidf_cosine(guessed_text, true_text, [as_text(x) for x in public.index]))),
+            "label": float(np.mean(truth.index_labels[guesses] == truth.labels)),
             "sbert": float(np.mean(cosine_rows(corpus_sbert[guesses], corpus_sbert[true_rows]))),
         }

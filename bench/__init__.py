@@ -8,6 +8,7 @@ __version__ = "0.2.0"
 
 from bench.core.components import (
     Attack,
+    KNOWLEDGE,
     Defense,
     OutputDefense,
     PublicKnowledge,
@@ -36,6 +37,7 @@ __all__ = [
     "Edit",
     "Defense",
     "Examples",
+    "KNOWLEDGE",
     "Metric",
     "OutputDefense",
     "PublicKnowledge",

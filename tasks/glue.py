@@ -26,10 +26,11 @@ from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.files import read_utf8
 from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
-from bench.data.examples import data_dir, sample_indices
+from bench.data.examples import data_dir, flatten_segments, sample_indices
 
 HUB_DATASET = "nyu-mll/glue"
 EVAL_FRACTION = 0.2  # of a single labelled file, held out for evaluation
+PUBLIC_PAIRS = 20000  # training examples past a run's sample kept as its public text (an adversary's priors)
 SCORERS = {"accuracy": accuracy, "mcc": mcc, "f1": f1, "pearson": pearson, "spearman": spearman}
 METRICS = {
     "accuracy": Metric("accuracy", True, "fraction of evaluation examples classified correctly"),
@@ -231,9 +232,13 @@ class GlueTask(Task):
         else:
             (train, evaluation, eval_split), source = self._hub(), f"hub:{HUB_DATASET}/{self.hub_config}"
         rng = numpy_generator(seed, "data", self.registry_name)
-        train = train.subset(sample_indices(len(train), n_train, rng))
+        order = rng.permutation(len(train))  # the draw sample_indices makes: the sampled data is as before
+        rest = train.subset(order[n_train : n_train + PUBLIC_PAIRS])
+        train = train.subset(order[:n_train])
         evaluation = evaluation.subset(sample_indices(len(evaluation), n_eval, rng))
-        return TaskData(train, evaluation, source, {"eval_split": eval_split})
+        public = tuple(dict.fromkeys(flatten_segments(list(rest.texts))[0]))
+        return TaskData(train, evaluation, source, {"eval_split": eval_split}, public,
+                        f"{self.registry_name}: {len(public)} sentences of training examples the run does not sample")
 
     def _hub(self) -> Split:
         """Training and evaluation splits from the Hugging Face hub; BenchError saying both ways when unreachable."""

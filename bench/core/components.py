@@ -9,7 +9,7 @@ registry names) are checked when a component registers (``check_declarations``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -308,13 +308,53 @@ class RepresentationDefense(Defense):
         return self.hide_batch
 
 
+# What an attack may know besides the release and the public weights, by name; an attack declares the ones it uses
+# (``Attack.knowledge``) and reads only those.
+KNOWLEDGE = {
+    "index": "the texts an adversary's search index may hold: every text of the run's task corpus, the released rows' "
+             "originals included (for threats of re-identification, where the paper puts them there)",
+    "public": "public text disjoint from every private split of the run (for priors, candidate sets, frequency "
+              "guesses and auxiliary training)",
+}
+
+
 @dataclass
 class PublicKnowledge:
-    """What an adversary may use besides the release: public weights and a public corpus."""
+    """What an adversary may use besides the release: the public weights, and the corpora its attack declared.
+
+    Reading a corpus the attack did not declare in ``Attack.knowledge`` raises ``BenchError``."""
 
     encoder: Any
-    corpus: list[Text]  # every text (sentence or pair) of the task corpus the run holds (train and evaluation)
     task: str
+    granted: frozenset[str] = frozenset()
+    index_texts: list[Text] = field(default_factory=list)  # KNOWLEDGE["index"]
+    public_texts: list[str] = field(default_factory=list)  # KNOWLEDGE["public"]: sentences
+    public_source: str = ""  # what the public text is (a record note)
+
+    @property
+    def index(self) -> list[Text]:
+        """Every distinct text of the run's task corpus (training and evaluation), in a fixed order."""
+        return self._read("index", self.index_texts)
+
+    @property
+    def public(self) -> list[str]:
+        """Public sentences that no private split of the run holds."""
+        return self._read("public", self.public_texts)
+
+    def notes(self) -> dict:
+        """What the attack knew, for the record: the index's size and the public text's description and size."""
+        found = {"attack_corpus_size": len(self.index_texts)}
+        if "public" in self.granted:
+            found.update(public_corpus=self.public_source, public_corpus_size=len(self.public_texts))
+        return found
+
+    def _read(self, name: str, value):
+        if name not in self.granted:
+            from bench.core.errors import BenchError
+
+            raise BenchError(f"an attack on task '{self.task}' read the {name} corpus without declaring it: add "
+                             f"'{name}' to its `knowledge` (with the paper's reason), or use what it declared.")
+        return value
 
 
 @dataclass
@@ -323,7 +363,7 @@ class Truth:
 
     texts: list[Text]  # the true text (sentence or pair) of each release row
     labels: np.ndarray  # the true label of each release row
-    corpus_labels: np.ndarray  # labels of PublicKnowledge.corpus, for label-agreement metrics
+    index_labels: np.ndarray  # labels of PublicKnowledge.index, for label-agreement metrics
     # for a release with slots: the original piece ids of each slot's sensitive span, per row, in slot order
     spans: list[list[tuple[int, ...]]] | None = None
     # for a model release (a pretraining task): the people behind the pretraining data, e.g. the patients
@@ -342,16 +382,33 @@ class Attack:
     needs_spans: ClassVar[bool] = False  # scored on the task's sensitive spans (Release.slots): the engine finds them
     # parameters ``bench run --check`` sets, unless the user chose them: the attack's smoke budget (a run in seconds)
     check_args: ClassVar[dict[str, Any]] = {}
+    # the corpora of KNOWLEDGE the attack reads, each with the paper's reason the adversary holds it
+    knowledge: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def check_declarations(cls) -> None:
-        """Called at registration: the attack declares the release kinds it accepts and its metrics."""
+        """Called at registration: the attack declares the release kinds it accepts, its metrics and the knowledge
+        it uses (names of ``KNOWLEDGE``, each with a reason)."""
         from bench.core.errors import BenchError
 
         if not cls.accepts or not all(isinstance(k, ReleaseKind) for k in cls.accepts):
             raise BenchError(f"attack '{cls.registry_name}' must declare the release kinds it accepts "
                              "(class attribute `accepts`, a tuple of bench.ReleaseKind).")
         check_declared(f"attack '{cls.registry_name}'", cls.metrics)
+        if not isinstance(cls.knowledge, dict):
+            raise BenchError(f"attack '{cls.registry_name}' must declare `knowledge` as a dict: name -> reason.")
+        for name, reason in cls.knowledge.items():
+            if name not in KNOWLEDGE:
+                raise BenchError(f"attack '{cls.registry_name}' declares unknown knowledge '{name}'; known: "
+                                 f"{', '.join(KNOWLEDGE)}.")
+            if not isinstance(reason, str) or not reason.strip():
+                raise BenchError(f"attack '{cls.registry_name}' must give a reason for its knowledge '{name}'.")
+
+    @classmethod
+    def version_for(cls, args: dict[str, Any], kind: ReleaseKind | None) -> str:
+        """The version of the cells run with parameters ``args`` on releases of ``kind``. Default ``version``; a
+        change that moves only some cells' figures overrides this, so that only those recorded cells are re-run."""
+        return cls.version
 
     def check(self) -> None:
         """Cheap checks, before anything runs, of every name a parameter holds that is loaded later (a model, a

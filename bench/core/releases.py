@@ -38,7 +38,7 @@ class Release:
             adversary knows it; an unfitted copy, never the client's state.
         space: the public token space of a token-level release (``bench.privacy.public.SpaceRef``).
         known_pairs: releases of examples whose plaintext the adversary also holds (learning attacks
-            such as RepRecon train on them): ``(released rows, indices into PublicKnowledge.corpus)``.
+            such as RepRecon train on them): ``(released rows, indices into PublicKnowledge.index)``.
             None when the threat model grants no such pairs.
         split: the split ``owners`` index: ``eval`` (the default), or ``train`` when the evaluation data is
             released unprotected (a task with ``evaluate_on = "original"``) and the training release is attacked.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -60,6 +61,10 @@ class TaskData:
     eval: Examples
     source: str
     notes: dict[str, Any] = field(default_factory=dict)
+    # public sentences from the same source as the splits and disjoint from them (e.g. the rest of a training file),
+    # for an adversary's priors and candidate sets; empty: the engine takes offline public text instead
+    public: tuple[str, ...] = ()
+    public_source: str = ""
 
     def data_hash(self) -> str:
         """SHA-256 over the exact examples (texts and labels, both splits, in order).
@@ -72,8 +77,14 @@ class TaskData:
             digest.update(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
         return digest.hexdigest()
 
-    def corpus(self) -> tuple[list[Text], np.ndarray]:
-        """Distinct texts (sentences or pairs) of both splits, first occurrence kept, and their labels."""
+    def private_splits(self) -> list[Examples]:
+        """Every split of the run that holds private text (all but ``public``)."""
+        return [value for value in (getattr(self, f.name) for f in dataclasses.fields(self))
+                if isinstance(value, Examples)]
+
+    def index_corpus(self) -> tuple[list[Text], np.ndarray]:
+        """Distinct texts (sentences or pairs) of the training and evaluation splits, first occurrence kept, and
+        their labels: what an adversary's re-identification index holds (``PublicKnowledge.index``)."""
         seen: dict[Text, int] = {}
         labels = []
         for split in (self.train, self.eval):

@@ -522,7 +522,7 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
     mechanism = defense.representation_mechanism()
     observed, _ = release_like_training(defense, x_eval, torch.from_numpy(y_eval), config.batch_size,
                                         torch_generator(seed, "client-release"))
-    corpus_row = {text: i for i, text in enumerate(context.data.corpus()[0])}
+    corpus_row = {text: i for i, text in enumerate(context.data.index_corpus()[0])}
     release = Release(ReleaseKind.SENTENCE_EMBEDDINGS, observed.numpy(), owners=np.arange(len(evaluation)),
                       mechanism=mechanism, known_pairs=(known.numpy(), np.array([corpus_row[t] for t in train.texts])))
     notes = {

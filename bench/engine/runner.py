@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bench.core.components import PublicKnowledge, Truth
+from bench.core.components import Truth
 from bench.core.errors import BenchError
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
@@ -18,6 +18,7 @@ from bench.core.smoke import smoke_budget
 from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
 from bench.data.examples import data_dir
+from bench.engine.knowledge import knowledge_for
 from bench.engine.protocols import choose_protocol, released_kinds
 from bench.engine.sanity import check_attack, check_client_part, guard
 from bench.results.migrations import portable_source
@@ -264,16 +265,14 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     if attack_cls is not None:
         attack = build_component(attack_cls, spec.attack_args)
         release = output.release(wanted)
-        corpus, corpus_labels = data.corpus()
+        public = knowledge_for(attack_cls, release, data, output.encoder or context.encoder, spec.task)
         if release.kind is ReleaseKind.MODEL:  # weights: no example's text is public, the truth is the people
-            corpus, corpus_labels = [], np.zeros(0)
-            truth = Truth([], np.zeros(0), corpus_labels, records=output.truth_records)
+            truth = Truth([], np.zeros(0), np.zeros(0), records=output.truth_records)
         else:
             owned = getattr(data, release.split)  # the split the release was made from (train, eval, attribute_eval)
-            truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], corpus_labels,
-                          spans=output.truth_spans if release.slots is not None else None,
+            truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners],
+                          data.index_corpus()[1], spans=output.truth_spans if release.slots is not None else None,
                           attributes=output.truth_attributes)
-        public = PublicKnowledge(output.encoder or context.encoder, corpus, spec.task)
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         check_attack(spec, release, data, guesses, random_guesses)  # non-finite guesses, or a broken deferred release
@@ -286,7 +285,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
                 directions[f"{prefix}/{spec.attack}/{metric.name}"] = metric.higher_is_better
         notes.update(getattr(attack, "run_notes", {}))  # what the attack measured about itself (speed, ...)
         notes["attacked_rows"] = int(len(release.owners))
-        notes["attack_corpus_size"] = len(corpus)
+        notes.update(public.notes())
     notes["protocol"] = protocol
     notes.update(kept.notes(reused))  # release_digest, attack_s; reused_from and what was reused
 
@@ -314,5 +313,10 @@ def component_versions(spec: RunSpec) -> str:
     """``task@v defense@v attack@v`` for a spec, in the form records keep."""
     defense = DEFENSES.get(spec.defense).version_for(spec.defense_args)
     parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{defense}"]
-    parts.append(f"{spec.attack}@{ATTACKS.get(spec.attack).version}" if spec.attack else "")
+    if spec.attack:
+        attack_cls = ATTACKS.get(spec.attack)
+        kind = compatible_kind(DEFENSES.get(spec.defense), attack_cls, TASKS.get(spec.task))
+        parts.append(f"{spec.attack}@{attack_cls.version_for(spec.attack_args, kind)}")
+    else:
+        parts.append("")
     return " ".join(parts)

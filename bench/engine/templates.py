@@ -68,6 +68,8 @@ class {cls}(Attack):
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("identity", True, "fraction of released rows whose true text is among the guesses"),
     )
+    # what the adversary knows besides the release, with the paper's reason (bench.KNOWLEDGE names the corpora)
+    knowledge: ClassVar[dict[str, str]] = {{"index": "re-identification: the adversary's index holds the candidates"}}
     top_k: int = 1  # corpus texts guessed per released row; a row counts as recovered when any is right
 
     def __post_init__(self) -> None:
@@ -77,17 +79,17 @@ class {cls}(Attack):
         """Indices of the top_k nearest corpus texts of each released row, ``(rows, top_k)``."""
         from bench.privacy.neighbours import cosine_search
 
-        corpus_reps = public.encoder.encode(public.corpus)
-        _, nearest = cosine_search(corpus_reps, np.asarray(release.data), k=min(self.top_k, len(public.corpus)))
+        corpus_reps = public.encoder.encode(public.index)
+        _, nearest = cosine_search(corpus_reps, np.asarray(release.data), k=min(self.top_k, len(public.index)))
         return nearest
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> np.ndarray:
         """Uniformly drawn corpus indices of the same shape."""
-        return rng.integers(0, len(public.corpus), size=(len(release.owners), self.top_k))
+        return rng.integers(0, len(public.index), size=(len(release.owners), self.top_k))
 
     def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """The fraction of rows whose true text is guessed."""
-        position = {{text: i for i, text in enumerate(public.corpus)}}
+        position = {{text: i for i, text in enumerate(public.index)}}
         true_rows = np.array([position[t] for t in truth.texts])
         return {{"identity": float(np.mean((np.asarray(guesses) == true_rows[:, None]).any(axis=1)))}}
 '''

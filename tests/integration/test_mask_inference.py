@@ -67,7 +67,7 @@ def test_masked_rows_match_a_direct_forward_pass_for_sentences_and_pairs():
     encoder = load_encoder("minilm")
     texts = ["a gripping , funny film .", "the plot is thin but the cast is great"]
     pairs = [("a gripping film .", "it is funny ."), ("the plot is thin", "but the cast is great")]
-    public = PublicKnowledge(encoder, [], "sst2")
+    public = PublicKnowledge(encoder, "sst2")
     attack = build_component(ATTACKS.get("mask-inference"), {"batch_size": 3})
     single = attack.attack(plain_release(texts), public)
     paired = attack.attack(plain_release(pairs), public)
@@ -111,7 +111,7 @@ def test_word_space_release_is_guessed_in_words(tmp_path, sst2):
     release = Release(ReleaseKind.TEXT, released, np.arange(4), mechanism=ExponentialMechanism(),
                       space=SpaceRef("words", str(path)))
     attack = build_component(ATTACKS.get("mask-inference"), {})
-    guesses = attack.attack(release, PublicKnowledge(load_encoder("minilm"), [], "sst2"))
+    guesses = attack.attack(release, PublicKnowledge(load_encoder("minilm"), "sst2"))
     found = guesses.by_metric["token_accuracy"]
     assert [len(x) for x in found] == [len(x) for x in client]  # one guess per released word
     assert np.isin(np.concatenate(found), space.candidates).all()  # every guess is a word of the space

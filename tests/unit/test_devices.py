@@ -71,8 +71,8 @@ def test_rss_scores_with_sbert_on_the_cells_device(monkeypatch):
         raise Stop
 
     monkeypatch.setattr(loading, "load_encoder", loader)
-    public = SimpleNamespace(encoder=SimpleNamespace(device="cuda"), corpus=["a", "b"], task="sst2")
-    truth = SimpleNamespace(texts=["a"], labels=np.array([0]), corpus_labels=np.array([0, 1]))
+    public = SimpleNamespace(encoder=SimpleNamespace(device="cuda"), index=["a", "b"], task="sst2")
+    truth = SimpleNamespace(texts=["a"], labels=np.array([0]), index_labels=np.array([0, 1]))
     with pytest.raises(Stop):
         ATTACKS.get("rss")().score(np.array([0]), truth, public)
     assert seen == ["cuda"]

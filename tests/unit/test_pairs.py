@@ -42,7 +42,7 @@ def test_pair_data_hash_depends_on_the_pairing():
 
 def test_corpus_keeps_distinct_pairs():
     texts = PAIRS + (PAIRS[0],)
-    corpus, labels = TaskData(Examples(texts, np.array([0, 1, 0])), Examples((), np.array([])), "x").corpus()
+    corpus, labels = TaskData(Examples(texts, np.array([0, 1, 0])), Examples((), np.array([])), "x").index_corpus()
     assert corpus == list(PAIRS) and labels.tolist() == [0, 1]
 
 
