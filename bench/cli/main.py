@@ -799,15 +799,14 @@ def report(
     if not records:
         raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     source = store.root.as_posix() if store.root.is_absolute() else f"{store.root.as_posix()}/"
-    board = aggregate(seed_frame(records), with_order=True)
-    majority = majority_by_config((r.config_hash, r.notes) for r in records)
     if pages is not None:
         command = " ".join(["bench report", *([f"--results-dir {results_dir.as_posix()}"] if results_dir else []),
                             f"--pages {pages.as_posix()}"])
-        written = write_pages(board, store.root, source, command, pages, majority)
+        written = write_pages(records, store.root, source, command, pages)
         out.print(f"wrote {written} pages of {len(records)} records to {plain(pages)}", highlight=False)
         return
-    text = render(board, source, majority)
+    board = aggregate(seed_frame(records), with_order=True)
+    text = render(board, source, majority_by_config((r.config_hash, r.notes) for r in records))
     if out_path is None:
         print(text, end="")
         return
@@ -816,17 +815,36 @@ def report(
     out.print(f"wrote {len(records)} records' tables to {plain(out_path)}", highlight=False)
 
 
-def write_pages(board, root: Path, source: str, command: str, folder: Path, majority=None) -> int:
-    """Write the board's pages into ``folder`` and the reproduction reports' into ``folder/reproduction``; remove the
-    pages an earlier run wrote there that this one does not. Returns how many pages were written."""
+def write_pages(records, root: Path, source: str, command: str, folder: Path) -> int:
+    """Write the board of ``records`` as pages into ``folder`` (with the known-limits page) and the reproduction
+    reports' into ``folder/reproduction``; remove the pages an earlier run wrote there that this one does not.
+    Returns how many pages were written."""
     import json
+    from collections import Counter
 
     import yaml
 
     from bench.analysis.deniability import deniability_markdown
     from bench.analysis.reproduce import definitions, reproduction_pages
     from bench.core.files import read_utf8, write_text_atomic
-    from bench.results.views import GENERATED, report_pages
+    from bench.core.spec import RunSpec
+    from bench.engine.runner import component_versions
+    from bench.results import limits
+    from bench.results.leaderboard import aggregate, seed_frame
+    from bench.results.record import superseded
+    from bench.results.views import GENERATED, majority_by_config, report_pages
+
+    board = aggregate(seed_frame(records), with_order=True)
+    majority = majority_by_config((r.config_hash, r.notes) for r in records)
+    known = limits.components()
+    awaiting = Counter()
+    kept = {(r.config_hash, r.seed) for r in records if not superseded(r)}
+    for record in records:
+        if superseded(record) and not record.at_smoke_budget and (record.config_hash, record.seed) not in kept:
+            was, now = record.component_versions().split(" "), component_versions(RunSpec.from_dict(record.spec))
+            moved = [(a, b) for a, b in zip(was, now.split(" ")) if a != b]
+            awaiting[(record.spec["task"], record.spec["defense"], record.spec.get("attack") or "",
+                      ", ".join(f"{a} → {b.rpartition('@')[2]}" for a, b in moved))] += 1
 
     reports = [json.loads(read_utf8(path)) for path in sorted((root / "reproduction").glob("*.json"))]
     unmapped = {}
@@ -835,7 +853,8 @@ def write_pages(board, root: Path, source: str, command: str, folder: Path, majo
         if isinstance(mapping, dict) and mapping.get("not_mapped"):
             unmapped[path.stem] = str(mapping["not_mapped"])
     reproduced = reproduction_pages(reports, source, command, unmapped) if reports else {}
-    generated = report_pages(board, source, command, majority)
+    generated = report_pages(board, source, command, majority, known)
+    generated[limits.PAGE] = limits.page(command, known, awaiting)
     analyses = sorted((root / "analysis").glob("deniability-*.json"))
     if analyses:
         generated["deniability.md"] = "\n".join([

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import json
 import time
 import uuid
 from typing import Any, Mapping
@@ -307,6 +309,21 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     )
     kept.keep(record, output, reused)  # into the release store, for the next attack on this configuration
     return record
+
+
+@functools.lru_cache(maxsize=4096)
+def code_version_numbers(spec_json: str) -> tuple[int, ...] | None:
+    """The task's, defense's and attack's version numbers the code records for a spec (its JSON), None when a
+    component is not registered or the spec no longer builds."""
+    try:
+        versions = component_versions(RunSpec.from_dict(json.loads(spec_json))).split(" ")
+    except (BenchError, TypeError, ValueError, KeyError):
+        return None
+    numbers = []
+    for version in versions:
+        number = version.rpartition("@")[2]
+        numbers.append(int(number) if number.isdigit() else 0)
+    return tuple(numbers)
 
 
 def component_versions(spec: RunSpec) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import re
 from typing import Any
 
@@ -136,14 +138,25 @@ class ResultRecord(BaseModel):
 
 
 def current(records: list[ResultRecord]) -> list[ResultRecord]:
-    """The records of each configuration's newest component versions, in their order.
+    """The records of each configuration's newest component versions, in their order, without those the code has
+    superseded (``superseded``).
 
     A changed task, defense or attack invalidates the cells recorded before it (a grid re-runs them), so an older
     version's seeds must never join the newer version's mean, nor its metrics outlive it.
     """
+    records = [r for r in records if not superseded(r)]
     newest: dict[str, tuple[int, ...]] = {}
     for record in records:
         numbers = record.version_numbers()
         if numbers > newest.get(record.config_hash, ()):
             newest[record.config_hash] = numbers
     return [r for r in records if r.version_numbers() == newest[r.config_hash]]
+
+
+def superseded(record: ResultRecord) -> bool:
+    """Whether a registered component now runs the record's cell at a newer version than the record's (the cell
+    awaits a re-run; its figures are never shown). A component that is not registered supersedes nothing."""
+    from bench.engine.runner import code_version_numbers  # the engine imports this module
+
+    code = code_version_numbers(json.dumps(record.spec, sort_keys=True, default=str))
+    return code is not None and any(old < new for old, new in zip(record.version_numbers(), code))

@@ -23,6 +23,7 @@ import pandas as pd
 from bench.core.errors import BenchError
 from bench.core.registry import DEFENSES, PLUGIN_PACKAGE
 from bench.core.releases import ReleaseKind
+from bench.results import limits
 
 # a configuration: everything but the seed (config_hash already encodes it; the rest is for reading); ``source``
 # (your runs or the published board) when a frame holds both
@@ -360,10 +361,11 @@ GENERATED = "<!-- printed by bench report: edits are overwritten -->"
 
 
 def report_pages(board: pd.DataFrame, source: str, command: str,
-                 majority: dict[str, dict[str, float]] | None = None) -> dict[str, str]:
+                 majority: dict[str, dict[str, float]] | None = None,
+                 known_limits: dict[str, list[str]] | None = None) -> dict[str, str]:
     """The board as pages (``{file name: Markdown}``): ``index.md``, the tasks with their attacks and counts, and
     one ``<task>.md`` per task with each attack's ranked table, its sizes and ``command`` (which regenerates the
-    pages) above it."""
+    pages) above it, and below it the links to the known limits (``bench.results.limits``) of its components."""
     pages, index = {}, []
     for task in task_order(board):
         on_task = board[board["task"] == task]
@@ -375,6 +377,10 @@ def report_pages(board: pd.DataFrame, source: str, command: str,
             attacks.append(attack or "no attack")
             lines += [f"## {task} · {attack or 'no attack'}", "",
                       f"{_sizes_sentence(table)} Regenerate: `{command}`.", "", markdown_table(out), ""]
+            shown = [("task", task), *([("attack", attack)] if attack else []),
+                     *(("defense", d) for d in dict.fromkeys(table["defense"]))]
+            if known_limits is not None and (linked := limits.links(shown, known_limits)):
+                lines += [linked, ""]
         pages[f"{task}.md"] = "\n".join(lines).rstrip() + "\n"
         index.append(f"| [{task}]({task}.md) | {', '.join(attacks)} | {on_task['config_hash'].nunique()} |")
     pages["index.md"] = "\n".join([

@@ -12,9 +12,15 @@ import pytest
 from bench.engine.grid import estimate_cells, load_grid
 
 ROOT = Path(__file__).resolve().parents[2]
-# grids whose cells are not all in results/records, and why
+PRIOR = "inversion 3 (its Bayes prior from public text): superseded cells await a re-run"
+# grids whose cells are not all in results/records, and why (docs/known-limits.md lists the same)
 INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
+    **{grid: PRIOR for grid in ("adaptation_text_qqp.yaml", "adaptation_text_sst2.yaml", "dchi_qqp.yaml",
+                                "dchi_text_sst2.yaml", "qu_t4_bilstm_sst2.yaml", "qu_t5_bilstm_qqp.yaml",
+                                "santext_sst2.yaml", "token_sanitizers_mrpc.yaml", "yue_table1.yaml")},
+    "texthide_gradients.yaml": "gradient-matching 2 (its random reference from public text): superseded cells await "
+                               "a re-run",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
@@ -28,3 +34,12 @@ def test_committed_grid_has_every_cell_recorded(grid, committed_records):
 
 def test_the_incomplete_list_names_existing_grids():
     assert set(INCOMPLETE) <= set(GRIDS)
+
+
+@pytest.mark.parametrize("grid", [g for g, why in INCOMPLETE.items() if "superseded" in why])
+def test_a_grid_awaiting_a_rerun_misses_only_cells_recorded_at_an_older_version(grid, committed_records):
+    recorded = {(r.config_hash, r.seed) for r in committed_records}
+    cells = [c for c in estimate_cells(load_grid(ROOT / "grids" / grid), committed_records) if c.status != "recorded"]
+    assert cells, f"{grid} is complete: take it off INCOMPLETE"
+    new = [c for c in cells if (c.spec.config_hash(), c.spec.seed) not in recorded]
+    assert not new, f"{grid}: {len(new)} cells were never recorded at any version, e.g. {new[0].spec}"
