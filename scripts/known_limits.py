@@ -1,6 +1,5 @@
 """The figures behind the limits the docstrings state, found by the 2026-11-29 review against the papers.
 
-    python scripts/known_limits.py inversion-prior        # attacks/inversion.py: the Bayes prior's view of the split
     python scripts/known_limits.py condition-prevalence   # attacks/condition_probe.py: the frequency baseline
     python scripts/known_limits.py santext-vocabulary     # defenses/santext.py: V_S over the WordPiece table
     python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: a mask hides the signs
@@ -22,22 +21,6 @@ def sst2_split():
     from bench.models.loading import load_encoder
 
     return TASKS.get("sst2")().load(8000, 1000, 0), load_encoder("minilm", "cpu")
-
-
-def inversion_prior() -> None:
-    """How many evaluation tokens are pieces absent from the training split, and how many d_chi leaves unchanged."""
-    from bench.privacy.mechanisms import client_token_ids, dchi_token_text, embedding_table, regular_token_ids
-
-    data, encoder = sst2_split()
-    train = collections.Counter(np.concatenate(client_token_ids(encoder, list(data.train.texts))).tolist())
-    evaluation = np.concatenate(client_token_ids(encoder, list(data.eval.texts)))
-    only = evaluation[~np.isin(evaluation, list(train))]
-    print(f"evaluation tokens {len(evaluation)}; of pieces absent from the training split {len(only)} "
-          f"({len(only) / len(evaluation):.3f})")
-    table, candidates = embedding_table(encoder), regular_token_ids(encoder.tokenizer.get_vocab())
-    for eta in (60.0, 120.0):
-        kept = int((dchi_token_text([only], table, candidates, eta, np.random.default_rng(0))[0] == only).sum())
-        print(f"eta {eta:g}: {kept} of them released unchanged ({kept / len(evaluation):.3f} of all)")
 
 
 def condition_prevalence() -> None:
@@ -97,7 +80,7 @@ def gradient_signs() -> None:
               f"signs agreeing {signs:.2f}")
 
 
-CHECKS = {"inversion-prior": inversion_prior, "condition-prevalence": condition_prevalence,
+CHECKS = {"condition-prevalence": condition_prevalence,
           "santext-vocabulary": santext_vocabulary, "gradient-signs": gradient_signs}
 
 if __name__ == "__main__":

@@ -200,8 +200,10 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
     eval_ids = space.client_ids(eval_segments, numpy_generator(seed, "client-eval-oov"))
     mechanism = public_token_mechanism(defense)
     mechanism.fit(train_ids if original_eval else train_ids + eval_ids, space)
-    train_release = regroup_train(space.render(mechanism.privatize(train_ids, space, numpy_generator(seed,
-                                                                                                    "client-train"))))
+    # the client-only part of a cell that reuses its utility (bench.engine.reuse) attacks the evaluation release
+    # alone: the training split's, drawn from its own generator, is not needed then
+    train_release = None if context.client_only and not original_eval else \
+        regroup_train(space.render(mechanism.privatize(train_ids, space, numpy_generator(seed, "client-train"))))
     eval_mechanism = IdentityTokens() if original_eval else mechanism
     eval_release = regroup_eval(space.render(eval_mechanism.privatize(eval_ids, space, numpy_generator(seed,
                                                                                                       "client-eval"))))

@@ -106,3 +106,20 @@ def test_the_task_keeps_the_rest_of_its_training_file_as_public_text_and_samples
     texts = [line.split("\t", 1)[1] for line in full]
     assert list(data.train.texts) == [texts[i] for i in sample_indices(len(texts), 100, rng)]
     assert len(data.public) == len(texts) - 100
+
+
+@pytest.mark.parametrize("defense,args", [("dchi-text", {"eta": 20}), ("santext-plus", {"eps": 3})])
+def test_the_client_only_part_releases_the_evaluation_split_as_a_full_run_does(tiny_data, defense, args):
+    """An attack-only re-run (bench.engine.reuse) skips the training split's release: the attacked one is unchanged."""
+    from bench.engine.protocols import run_protocol
+
+    spec = runner.make_spec("sst2", defense, "inversion", defense_args=args, n_train=60, n_eval=40, device="cpu",
+                            training_args={"epochs": 1})
+    releases = []
+    for client_only in (False, True):
+        context, mechanism, wanted, protocol = runner.cell_context(spec, client_only=client_only)
+        output = run_protocol(protocol, mechanism, context, context.task.server(spec, context.training))
+        releases.append(output.release(wanted).data)
+    full, alone = releases
+    assert len(full) == len(alone) == 40
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(full, alone))
