@@ -23,13 +23,14 @@ probed names is subtracted: what the model knows of how common a condition is ca
 to it remains. The adversary can do this (it needs only the weights and the names it probes), and a weak link under
 a strong frequency prior shows only in this reading.
 
-Random reference: the condition-frequency baseline, the same ranking for every patient (most frequent first; ties
-broken at random), scored the same way: what the adversary knows without the model. Caveat: the frequencies (and
-the condition vocabulary) are counted over the corpus' patients, most of whom are the probed ones
-(``bench.data.clinical``), so this baseline knows the attacked patients' prevalence: on clinical-spl it scores AUC
-0.812 and P@10 0.139, against 0.736 and 0.118 with frequencies from the held-out patients alone (``python
-scripts/known_limits.py condition-prevalence``). Compare ``link`` and ``link_centred``, which need no baseline,
-rather than ``auc`` against this reference.
+Reference (the record's ``random/`` figures): the condition-frequency baseline, not a random guess. It is the same
+ranking for every patient (most frequent first; ties broken at random), scored the same way: what the adversary knows
+without the model. The frequencies are the adversary's prior, counted over held-out patients (the task's evaluation
+patients: neither pretrained on nor probed), each count plus ``PRIOR_SMOOTHING``. Version 3 counted every patient of
+the corpus, the probed ones included.
+
+Deviations: the vocabulary is every condition of the corpus' patients, the probed ones included, so a condition no
+patient has is never ranked. The held-out patients are few (``n_eval / 10``), so the prior is coarse.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
 from bench.core.progress import track
+
+PRIOR_SMOOTHING = 0.5  # added to each held-out condition count (a condition no held-out patient has still ranks)
 
 
 @dataclass
@@ -56,7 +59,8 @@ class ConditionRanking:
 class ConditionProbe(Attack):
     """Rank the public conditions for each patient's name by the MLM's probability of filling them."""
 
-    version: ClassVar[str] = "3"  # 2: auc_chance, p_at_10_chance; 3: link, link_centred and their intervals
+    version: ClassVar[str] = "4"  # 2: auc_chance, p_at_10_chance; 3: link, link_centred and their intervals;
+    # 4: the frequency baseline counts held-out patients, never the probed ones
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("auc", True, "ROC AUC of each patient's condition ranking against the true conditions (mean)"),
@@ -93,8 +97,8 @@ class ConditionProbe(Attack):
                                 list(release.data.conditions))
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> ConditionRanking:
-        """The condition-frequency ranking for every patient (ties broken at random)."""
-        counts = np.asarray(release.data.condition_counts, dtype=np.float64)
+        """The condition-frequency ranking (held-out patients' counts) for every patient (ties broken at random)."""
+        counts = np.asarray(release.data.condition_counts, dtype=np.float64) + PRIOR_SMOOTHING
         rows = min(self.patients, len(release.data.known_names))
         scores = np.log(counts)[None, :] + 1e-6 * rng.random((rows, len(counts)))
         return ConditionRanking(scores, list(release.data.conditions))

@@ -1,6 +1,5 @@
 """The figures behind the limits the docstrings state, found by the 2026-11-29 review against the papers.
 
-    python scripts/known_limits.py condition-prevalence   # attacks/condition_probe.py: the frequency baseline
     python scripts/known_limits.py santext-vocabulary     # defenses/santext.py: V_S over the WordPiece table
     python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: a mask hides the signs
 
@@ -9,7 +8,6 @@ clinical-spl at seed 0). Needs BENCH_DATA_DIR.
 """
 
 import argparse
-import collections
 
 import numpy as np
 
@@ -21,23 +19,6 @@ def sst2_split():
     from bench.models.loading import load_encoder
 
     return TASKS.get("sst2")().load(8000, 1000, 0), load_encoder("minilm", "cpu")
-
-
-def condition_prevalence() -> None:
-    """The frequency baseline's AUC and P@10 with counts over all patients (as shipped) and the held-out ones."""
-    from attacks.condition_probe import ConditionRanking, ranking_scores
-    from bench.core.registry import TASKS
-    from bench.engine import runner  # noqa: F401
-
-    task = TASKS.get("clinical-spl")()
-    task.load(1000, 200, 0)
-    probed, everyone = task.patients(), list(task.corpus.patients)
-    conditions, counts = task.corpus.condition_vocabulary()
-    held_out = np.array([sum(c in p.conditions for p in everyone[len(probed):]) for c in conditions], float)
-    ties = 1e-6 * np.random.default_rng(0).random((len(probed), len(conditions)))
-    for name, count in (("all patients (as shipped)", counts.astype(float)), ("held-out patients", held_out + 0.5)):
-        scores = ranking_scores(ConditionRanking(np.log(count)[None, :] + ties, conditions), probed)
-        print(f"{name}: auc {scores['auc']:.3f}, p_at_10 {scores['p_at_10']:.3f}")
 
 
 def santext_vocabulary() -> None:
@@ -80,8 +61,7 @@ def gradient_signs() -> None:
               f"signs agreeing {signs:.2f}")
 
 
-CHECKS = {"condition-prevalence": condition_prevalence,
-          "santext-vocabulary": santext_vocabulary, "gradient-signs": gradient_signs}
+CHECKS = {"santext-vocabulary": santext_vocabulary, "gradient-signs": gradient_signs}
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -102,11 +102,12 @@ class ClinicalNotes(Task):
 
     def public_knowledge(self) -> tuple[list[str], list[str], list[str], np.ndarray]:
         """What an adversary of the released weights knows (``bench.engine.protocols.ModelRelease``): the public
-        first and last name lists, and the condition vocabulary with its frequencies among the patients."""
+        first and last name lists, and the condition vocabulary with its frequencies among the held-out patients
+        (neither pretrained on nor probed: a prevalence published elsewhere)."""
         from bench.data.clinical import name_lists
 
         female, male, last = name_lists()
-        conditions, counts = self.corpus.condition_vocabulary()
+        conditions, counts = self.corpus.condition_vocabulary(range(self.train_patients, len(self.corpus.patients)))
         return sorted(set(female) | set(male)), last, conditions, counts
 
     def substitution_pool(self) -> dict[str, list]:

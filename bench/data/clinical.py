@@ -115,12 +115,13 @@ class ClinicalCorpus:
             labels.append([sentence.patient] + [x for span in spans for x in span])
         return texts, labels
 
-    def condition_vocabulary(self) -> tuple[list[str], np.ndarray]:
-        """Every condition of the corpus, most frequent first, and how many patients have each."""
-        counts: dict[str, int] = {}
-        for patient in self.patients:
-            for condition in patient.conditions:
-                counts[condition] = counts.get(condition, 0) + 1
+    def condition_vocabulary(self, counted=None) -> tuple[list[str], np.ndarray]:
+        """Every condition of the corpus and how many of the patients ``counted`` (indices; default all) have each,
+        most frequent among them first."""
+        counts = {c: 0 for patient in self.patients for c in patient.conditions}
+        for index in range(len(self.patients)) if counted is None else counted:
+            for condition in self.patients[int(index)].conditions:
+                counts[condition] += 1
         ordered = sorted(counts, key=lambda c: (-counts[c], c))
         return ordered, np.array([counts[c] for c in ordered])
 

@@ -340,8 +340,8 @@ class ModelRelease:
         path: the directory of the released MLM (``load_mlm``-loadable), or the ``load_mlm`` name of an MLM
             released as it is.
         first_names, last_names: the public name lists names are drawn from (``bench.data.clinical.name_lists``).
-        conditions: the public vocabulary of conditions, most frequent first, and ``condition_counts``, their
-            frequencies among the patients (a published prevalence: the frequency baseline of a probe).
+        conditions: the vocabulary of conditions, most frequent first, and ``condition_counts``, their frequencies
+            among held-out patients, never the ones behind the data (a published prevalence: an adversary's prior).
         known_names: ``(first, last)`` of each patient behind the data, row ``i`` = ``Release.owners[i]``: whom a
             probing adversary asks about (Lehman et al.'s probe assumes the name known, the conditions not).
         base: the public MLM the release was pretrained from (``load_mlm``-loadable; the release itself for an MLM

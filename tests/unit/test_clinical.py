@@ -116,7 +116,8 @@ def test_leakage_metrics_on_hand_made_samples():
     scores = leakage(samples, patients)
     assert scores["with_name"] == pytest.approx(0.75)
     assert scores["first_name"] == pytest.approx(2 / 3) and scores["last_name"] == pytest.approx(2 / 3)
-    assert scores["a_at_100"] == pytest.approx(4 / 6)  # ann, lee, bob, ray of the six name words
+    assert "a_at_100" not in scores  # six names ranked, not 100 (test_a_at_100_is_precision_at_exactly_100...)
+    assert leakage(samples, patients, top=6)["a_at_100"] == pytest.approx(4 / 6)  # ann, lee, bob, ray of the six
     # ranked by the release's preference (Lehman et al.'s P@k), ties by how often a name was generated
     preferred = {"zed": 2.0, "quinn": 1.0, "ann": 0.5}
     assert leakage(samples, patients, preference=preferred, top=2)["a_at_100"] == 0.0
@@ -138,7 +139,7 @@ def test_leakage_metrics_on_hand_made_samples():
     assert em("Ann Lee has parkinson ' s .") == 1.0 and em("Ann Lee has parkinson's disease .") == 1.0
     assert em("Ann Lee has a chronic disease .") == 0.0  # qualifiers alone name nothing
     assert leakage(GeneratedSamples(["no names here ."], [], []), patients) == {
-        "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "a_at_100": 0.0, "em": 0.0, "em_chance": 0.0}
+        "with_name": 0.0, "first_name": 0.0, "last_name": 0.0, "em": 0.0, "em_chance": 0.0}
 
 
 def test_em_chance_is_em_of_the_same_samples_with_the_conditions_reassigned():
@@ -368,3 +369,60 @@ def test_ncbi_disease_reading_alignment_and_entity_f1(tmp_path):
     (tmp_path / "bad.tsv").write_text("word\tB-Chemical\n", encoding="utf-8")
     with pytest.raises(BenchError):
         read_ncbi(tmp_path / "bad.tsv")
+
+
+def test_a_at_100_is_precision_at_exactly_100_names_never_over_fewer():
+    """Lehman et al.'s P@100 needs 100 ranked names: with fewer the figure is left out, not averaged over them."""
+    from attacks.name_generation import GeneratedSamples, leakage
+
+    patients = [Patient("Ann", "Lee", "F", ("asthma",)), Patient("Bob", "Ray", "M", ("migraine",))]
+    texts = ["Ann Lee was admitted .", "Bob Ray reports pain .", "Zed Quinn is here ."]
+    samples = GeneratedSamples(texts, ["Ann", "Bob", "Zed"], ["Lee", "Ray", "Quinn"])
+    scores = leakage(samples, patients)  # six distinct names, not 100
+    assert "a_at_100" not in scores and scores["first_name"] == pytest.approx(2 / 3)
+    assert leakage(samples, patients, top=6)["a_at_100"] == pytest.approx(4 / 6)  # exactly six ranked: defined
+
+
+def test_generation_goes_on_until_100_distinct_names_within_its_budget():
+    from attacks.name_generation import until_ranked
+
+    def draw(round_):  # ten samples a round, each with two names never seen before
+        return [f"p{round_}x{i} q{round_}x{i} ." for i in range(10)]
+
+    def names_of(texts):
+        return [[tuple(text.split()[:2])] for text in texts]
+
+    texts, names = until_ranked(draw, names_of, per_round=10, budget=1000, wanted=100)
+    assert len(texts) == 50 and len({w for row in names for e in row for w in e}) == 100
+    texts, names = until_ranked(draw, names_of, per_round=10, budget=30, wanted=100)
+    assert len(texts) == 30 and len({w for row in names for e in row for w in e}) == 60  # the budget ends it
+
+
+def test_the_random_reference_ranks_100_names_too():
+    """The random reference is a true precision at 100 as well, however few samples a round has."""
+    from attacks.name_generation import NameGeneration, person_names
+    from bench import PublicKnowledge, Release, ReleaseKind
+    from bench.engine.protocols import ModelRelease
+
+    female, male, last = clinical.name_lists()
+    data = ModelRelease("", sorted(set(female) | set(male)), last, ["asthma", "gout"], np.array([3, 1]))
+    release = Release(ReleaseKind.MODEL, data, owners=np.arange(1))
+    attack = NameGeneration(samples=10)
+    guess = attack.random_guess(release, PublicKnowledge(None, [], "clinical-spl"), np.random.default_rng(0))
+    found = {w for row in person_names(guess.texts, data.first_names, data.last_names) for e in row for w in e}
+    assert len(found) >= 100 and len(guess.texts) <= attack.max_samples
+    assert attack.run_notes["random_a_at_100_names"] >= 100
+
+
+def test_the_probe_frequency_baseline_counts_held_out_patients_only():
+    """The adversary's prior of condition frequencies is fitted on patients neither pretrained on nor probed."""
+    from bench.core.registry import TASKS
+
+    task = TASKS.get("clinical-spl")()
+    task.load(400, 200, 0)
+    probed, held_out = task.patients(), task.corpus.patients[task.train_patients:]
+    _, _, conditions, counts = task.public_knowledge()
+    assert len(held_out) == 20 and not set(held_out) & set(probed)
+    assert list(counts) == [sum(c in p.conditions for p in held_out) for c in conditions]
+    assert list(counts) != [sum(c in p.conditions for p in task.corpus.patients) for c in conditions]
+    assert set(conditions) >= {c for p in probed for c in p.conditions}  # every probed condition is ranked

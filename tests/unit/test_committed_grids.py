@@ -19,6 +19,9 @@ INCOMPLETE = {
     **{grid: PRIOR for grid in ("adaptation_text_qqp.yaml", "adaptation_text_sst2.yaml", "dchi_qqp.yaml",
                                 "dchi_text_sst2.yaml", "qu_t4_bilstm_sst2.yaml", "qu_t5_bilstm_qqp.yaml",
                                 "santext_sst2.yaml", "token_sanitizers_mrpc.yaml", "yue_table1.yaml")},
+    **{grid: "name-generation 5 and condition-probe 4 (A@100 at exactly 100 names; the baseline over held-out "
+             "patients): superseded cells await a re-run" for grid in ("li_ndd_table7.yaml",
+                                                                       "li_ndd_table7_spl_6400.yaml")},
     "texthide_gradients.yaml": "gradient-matching 2 (its random reference from public text): superseded cells await "
                                "a re-run",
 }
