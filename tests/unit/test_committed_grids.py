@@ -15,6 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # grids whose cells are not all in results/records, and why
 INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
+    # span-recovery 2 and ndd 2 (substitutes from public text): re-runs pending, planned in docs/attacks/spans.md
+    **{grid: "span-recovery 2 / ndd 2 (issue 57): re-run pending" for grid in (
+        "ndd_conll2003.yaml", "ndd_k_conll2003.yaml", "ndd_ptb.yaml", "ndd_ptb20.yaml", "ndd_squad.yaml",
+        "li_ndd_table7.yaml", "li_ndd_table7_spl_6400.yaml", "aia_li_table4.yaml")},
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
