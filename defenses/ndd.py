@@ -16,11 +16,14 @@ For each chosen span (``bench.engine.spans``) the client draws ``k`` candidates:
   candidate fills them left to right, one piece per position, sampling each piece from the MLM's softmax over
   its regular tokens given the pieces filled so far (a first piece is never a ``##`` continuation). A generated
   span so has as many pieces as the original; its words are the decoded pieces.
-* ``substitutive``: ``k`` distinct phrases of the span's kind drawn uniformly from the client's own spans of
-  that kind in its training split (``SpanBatch.pool``: every sensitive span of the split, distinct by its
-  words; a task may offer public phrases of a kind instead, ``Task.substitution_pool``, as the clinical tasks
-  do with public names), never the span's own words. A substituted phrase brings its label fragment (a
-  subtree, its tags).
+* ``substitutive``: ``k`` distinct phrases of the span's kind drawn uniformly from a pool of phrases of that kind
+  (``SpanBatch.pool``), never the span's own words. ``pool=public`` (the default): phrases of public text, disjoint
+  from every private split (``bench.engine.spans.substitution_pool``: the task's public phrases of the kind, e.g.
+  public names for the clinical tasks, or the spans of the task's public examples, e.g. the CoNLL-03 training
+  sentences the cell does not use). ``pool=own``: every sensitive span of the client's own training split, distinct
+  by its words, so the release still holds the client's real spans, moved to other sentences (what span-recovery
+  measures). A substituted phrase brings its label fragment (a subtree, its tags).
+  Deviation: the paper does not say where substitutes come from; a pool of the client's own spans leaks them.
 
 ``select=ndd`` keeps the candidate of smallest NDD(X, X̌) (Eq. 15), each span scored alone against the original
 sentence (the paper's single replacement: the other spans are unchanged in X and X̌). Only the argmin is needed,
@@ -71,6 +74,7 @@ from bench.models.encoders import PRECISIONS
 MODES = ("generative", "substitutive")
 SELECTIONS = ("ndd", "random")
 SCOPES = ("segment", "sentence")
+POOLS = ("public", "own")
 MASK = "[MASK]"
 SAMPLE_ROWS = 256  # rows per forward pass when sampling generated pieces
 
@@ -80,7 +84,7 @@ SAMPLE_ROWS = 256  # rows per forward pass when sampling generated pieces
 class NDDDistortion(SpanDefense):
     """Generative or substitutive rewriting of sensitive spans, the candidate chosen by NDD (or at random)."""
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: substitutes come from public text by default (pool); generative unchanged
 
     mode: str = "generative"  # generative (the MLM fills the masked span) or substitutive (a phrase of its kind)
     select: str = "ndd"  # ndd (smallest NDD of k candidates) or random (the first drawn: "w/o NDD")
@@ -93,6 +97,7 @@ class NDDDistortion(SpanDefense):
     window: int = within(0, "[0, 1e6]", later=True)  # NDD only over words this near the span (0 = the whole segment)
     scope: str = added_later("segment")  # segment (NDD over the whole segment) or sentence (the span's sentence)
     mlm_precision: str = added_later("cell")  # the client's MLM passes: cell (the cell's precision), fp32 or bf16
+    pool: str = added_later("public")  # substitutes from public text (public) or the client's own spans (own)
     allow_untrained: bool = False  # accept an MLM whose head was never trained (plumbing tests only)
     stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     task: str = field(default="", init=False, repr=False, compare=False)  # the task of the last rewrite
@@ -108,11 +113,22 @@ class NDDDistortion(SpanDefense):
         require(self.scope in SCOPES, f"ndd scope must be one of {', '.join(SCOPES)}, got '{self.scope}'.")
         require(not (self.window and self.scope == "sentence"),
                 "ndd takes either a window or scope=sentence, not both.")
+        require(self.pool in POOLS, f"ndd pool must be one of {', '.join(POOLS)}, got '{self.pool}'.")
         require(self.mlm_precision in ("cell", *PRECISIONS),
                 f"ndd mlm_precision must be cell, {' or '.join(PRECISIONS)}, got '{self.mlm_precision}'.")
         from bench.models.mlm import check_mlm_name
 
         check_mlm_name(self.mlm, self.allow_untrained)
+
+    @classmethod
+    def version_for(cls, args):
+        """2 for substitution (its pool is public text by default since then); generation is unchanged (1)."""
+        return cls.version if args.get("mode", "generative") == "substitutive" else "1"
+
+    def substitution_source(self) -> str | None:
+        """Where substitutes come from: public (text disjoint from every private split) or own (the client's);
+        None when generating (no pool)."""
+        return self.pool if self.mode == "substitutive" else None
 
     def rewrite(self, batch, rng):
         """Draw k candidates per chosen span, keep one (by NDD or the first), and return the edits; the MLM runs at

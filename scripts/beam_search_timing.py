@@ -1,7 +1,7 @@
-"""Time span-recovery's beam search on PTB sentences, and the padding its forward passes carry.
+"""Time span-recovery version 1's beam search on PTB sentences, and the padding its forward passes carry.
 
-Usage (one torch thread; ``--module`` times another version of ``attacks/span_recovery.py``, e.g. an older
-commit's file from ``git show REV:attacks/span_recovery.py``):
+Version 2 scores candidates instead of searching left to right, so ``--module`` must name a version-1 file, e.g.
+``git show d43c761~1:attacks/span_recovery.py > /tmp/span_recovery_v1.py``. Usage (one torch thread):
 
     OMP_NUM_THREADS=1 python scripts/beam_search_timing.py --sentences 60 [--module FILE] [--no-search]
 
@@ -71,6 +71,9 @@ def main() -> None:
     if args.no_search:
         return
     started = time.perf_counter()
+    if not hasattr(module, "_beam_fill"):
+        sys.exit(f"{args.module} has no beam search (span-recovery 2 scores candidates): pass --module with a "
+                 "version-1 file (see the docstring).")
     module._beam_fill(mlm, rows, ranges, args.k)
     print(f"beam search (k = {args.k}): {time.perf_counter() - started:.1f} s")
 

@@ -20,6 +20,8 @@ cut off by truncation) is predicted O, and gold is always the whole sentence, so
 
 Sensitive spans (for span defenses, ``bench.core.spans``): the gold entities of each example, of kind PER, ORG,
 LOC or MISC. A rewritten entity stays an entity of its kind: its new words are tagged B-X I-X ... (``rewrite_label``).
+Public examples (``public_examples``, what substitutes come from): the sentences of both files that the cell's
+splits do not hold.
 """
 
 from __future__ import annotations
@@ -232,6 +234,20 @@ class CoNLL2003(Task):
         if split not in ("train", "eval"):
             raise BenchError(f"split must be train or eval, got '{split}'.")
         return [Span(start, end, kind) for start, end, kind in entities(getattr(data, split).labels[index])]
+
+    def public_examples(self, data: TaskData) -> Examples:
+        """The sentences of the training and development files that neither split of ``data`` holds (by text):
+        public news whose entities a substitutive span defense draws from."""
+        folder = data_dir() / "conll2003"
+        held = set(data.train.texts) | set(data.eval.texts)
+        parts = [sentence_examples(read_conll(folder / name), folder / name)
+                 for name in (self.train_file, self.eval_file)]
+        texts = [t for part in parts for t in part.texts]
+        labels = [l for part in parts for l in part.labels]
+        keep = [i for i, t in enumerate(texts) if t not in held]
+        array = np.empty(len(keep), dtype=object)
+        array[:] = [labels[i] for i in keep]
+        return Examples(tuple(texts[i] for i in keep), array)
 
     def span_fragment(self, label, text, span: Span) -> list[int]:
         """The entity's own tag ids (B-X I-X ...): what a substituted entity carries."""

@@ -36,6 +36,8 @@ unary chain is a span of its own kind over the same words. Kinds are the plain p
 ``span_fragment`` is the phrase's subtree as a bracket string; ``rewrite_label`` puts a substituted phrase's
 subtree in place of the old phrase, and turns generated or [MASK] words into a flat phrase of the span's kind
 whose words all get the placeholder tag ``XX`` (``(NP (XX [MASK]) (XX [MASK]))``).
+Public examples (``public_examples``, what substitutes come from): the treebank sentences the cell's splits do
+not hold.
 """
 
 from __future__ import annotations
@@ -297,6 +299,18 @@ class PTB(Task):
             raise BenchError(f"split must be train or eval, got '{split}'.")
         tree = Tree.fromstring(getattr(data, split).labels[index])
         return [Span(start, end, label) for start, end, label, position in phrases(tree) if position]
+
+    def public_examples(self, data: TaskData) -> Examples:
+        """The treebank's sentences that neither split of ``data`` holds (by text), every length: public trees
+        whose phrases a substitutive span defense draws from."""
+        train, evaluation = file_split(read_treebank(data_dir() / "ptb" / self.file))
+        held = set(data.train.texts) | set(data.eval.texts)
+        texts = [*train.texts, *evaluation.texts]
+        labels = [*train.labels, *evaluation.labels]
+        keep = [i for i, t in enumerate(texts) if t not in held]
+        array = np.empty(len(keep), dtype=object)
+        array[:] = [labels[i] for i in keep]
+        return Examples(tuple(texts[i] for i in keep), array)
 
     def span_fragment(self, label, text, span: Span) -> str:
         """The subtree of the span's phrase (the outermost of its kind over exactly its words), as a bracket

@@ -111,6 +111,12 @@ class Task:
         name is never replaced by another patient's); default none: the client's own spans."""
         return {}
 
+    def public_examples(self, data: TaskData) -> Any:
+        """Examples of the task's sources that no split of ``data`` holds (``Examples``, labelled like a split):
+        public text whose sensitive spans a substitutive span defense may draw from
+        (``bench.engine.spans.substitution_pool``); default None: the task offers none."""
+        return None
+
     def span_fragment(self, label: Any, text: Text, span) -> Any:
         """The part of ``label`` that belongs to ``span`` (an entity's tags, a phrase's subtree): what a phrase
         substituted elsewhere carries with it (``Edit.fragment``); default None."""

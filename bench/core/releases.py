@@ -47,6 +47,8 @@ class Release:
             rewritten slots). Public: the adversary is told where the spans are, not what they were.
         span_prior: the public frequency of sensitive spans by kind (``{kind: [(piece ids, count), ...]}``, most
             frequent first), counted on data released unprotected; the frequency guess attacks report beside.
+        span_public: that unprotected data's rows and where their spans lie (``{"rows", "slots", "words"}``, see
+            ``bench.engine.spans.public_span_rows``): public spans in context, on which an attack may calibrate.
     """
 
     kind: ReleaseKind
@@ -58,6 +60,7 @@ class Release:
     split: str = "eval"
     slots: list[list[tuple[int, int, int, str]]] | None = None
     span_prior: dict[str, list[tuple[tuple[int, ...], int]]] | None = None
+    span_public: dict[str, list] | None = None
 
 
 @dataclass

@@ -246,11 +246,13 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> CellOutpu
                                                         release.data, server.encoder)
         notes.update(facts)
         if original_eval:  # the evaluation split is released unprotected: its spans' frequencies are public
-            from bench.engine.spans import non_overlapping_spans, span_prior
+            from bench.engine.spans import non_overlapping_spans, public_span_rows, span_prior
 
-            release.span_prior = span_prior(regroup_eval(eval_ids), eval_texts,
-                                            non_overlapping_spans(task, context.data, "eval"),
+            public_spans = non_overlapping_spans(task, context.data, "eval")
+            release.span_prior = span_prior(regroup_eval(eval_ids), eval_texts, public_spans,
                                             server.encoder.tokenizer, server.encoder.max_length)
+            release.span_public = public_span_rows(regroup_eval(eval_ids), eval_texts, public_spans,
+                                                   server.encoder.tokenizer, server.encoder.max_length)
     return CellOutput(utility, {kind: release}, notes, server.encoder, truth_spans=truth_spans, probe=probe)
 
 

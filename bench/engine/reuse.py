@@ -478,7 +478,8 @@ def _release_payload(release: Release) -> dict[str, Any]:
     elif not isinstance(data, (list, np.ndarray)):
         raise TypeError(f"a {type(data).__name__} release is not stored")
     return {"kind": release.kind.value, "data": data, "owners": release.owners, "split": release.split,
-            "known_pairs": release.known_pairs, "slots": release.slots, "span_prior": release.span_prior}
+            "known_pairs": release.known_pairs, "slots": release.slots, "span_prior": release.span_prior,
+            "span_public": release.span_public}
 
 
 def _release(payload: dict[str, Any], found: Target, defense, context) -> Release:
@@ -501,4 +502,4 @@ def _release(payload: dict[str, Any], found: Target, defense, context) -> Releas
         mechanism, space = defense.representation_mechanism(), None
     return Release(found.kind, data, owners=payload["owners"], mechanism=mechanism, space=space,
                    known_pairs=payload["known_pairs"], split=payload["split"], slots=payload["slots"],
-                   span_prior=payload["span_prior"])
+                   span_prior=payload["span_prior"], span_public=payload.get("span_public"))

@@ -4,9 +4,10 @@ where the sensitive spans of a token release lie (for the span-recovery attack).
 Selection (``select_spans``): the task's spans of the defense's kinds in each example, overlapping ones
 resolved by ``bench.core.spans.non_overlapping`` (inner phrases first), then, for a fraction below 1, that
 share of them over the whole split (rounded to the nearest count, chosen uniformly at random from the cell's
-seed). Pool (``span_pool``): every sensitive span of the client's own split, of every kind, distinct by its
-words (first occurrence kept with its label fragment): what a substitutive defense draws from, unless the task
-offers public phrases of a kind (``Task.substitution_pool``), which then replace the client's own of that kind.
+seed). Pool (``substitution_pool``): what a substitutive defense draws from: by default phrases of public text of
+each kind (the task's public phrases, and the spans of examples of its sources that no split of the cell holds);
+on request the client's own spans (``span_pool``: every sensitive span of its split, distinct by its words, first
+occurrence kept with its label fragment).
 """
 
 from __future__ import annotations
@@ -88,10 +89,35 @@ def span_pool(task, texts: list[Text], labels: list[Any], spans: list[list[Span]
     return {kind: list(entries.items()) for kind, entries in pool.items()}
 
 
-def substitution_pool(task, texts: list[Text], labels: list[Any], spans: list[list[Span]]) -> dict[str, list]:
-    """What a substitutive defense draws from: the client's own spans by kind (``span_pool``), a kind's public
-    phrases instead where the task offers them (``Task.substitution_pool``)."""
-    return {**span_pool(task, texts, labels, spans), **getattr(task, "substitution_pool", dict)()}
+def substitution_pool(task, data, texts: list[Text], labels: list[Any], spans: list[list[Span]],
+                      source: str | None = "public") -> dict[str, list]:
+    """What a substitutive defense draws from, by kind (``source``: the defense's ``substitution_source()``).
+
+    ``public``: phrases of public text only: the task's public phrases of a kind (``Task.substitution_pool``)
+    and the spans of its public examples (``Task.public_examples``: examples of its sources that no split of the
+    cell holds), distinct by their words. ``own``: the client's own spans (``span_pool``), a kind's public
+    phrases instead where the task offers them. None (a defense that substitutes nothing): no pool.
+    """
+    if source is None:
+        return {}
+    offered = getattr(task, "substitution_pool", dict)()
+    if source == "own":
+        return {**span_pool(task, texts, labels, spans), **offered}
+    if source != "public":
+        raise BenchError(f"a substitution pool is public or own, got '{source}'.")
+    found = getattr(task, "public_examples", lambda _: None)(data)
+    public: dict[str, list] = {}
+    if found is not None and len(found.texts):
+        from bench.data.examples import TaskData
+
+        holder = TaskData(found, found, "public")
+        public = span_pool(task, list(found.texts), list(found.labels),
+                           [list(task.sensitive_spans(holder, "train", i)) for i in range(len(found.texts))])
+    pool = {**public, **offered}
+    if not pool:
+        raise BenchError(f"task '{task.registry_name}' offers no public text to substitute its spans from; name "
+                         "pool=own to draw from the client's own spans (they then stay in the release, moved).")
+    return pool
 
 
 def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> RewrittenSplit:
@@ -104,7 +130,9 @@ def rewrite_split(defense, task, data, split: str, rng: np.random.Generator) -> 
                          f"'{type(defense).registry_name}' has nothing to rewrite.")
     kinds, fraction = defense.selection()
     chosen = select_spans(task, spans, kinds, fraction, rng)
-    batch = SpanBatch(texts, labels, chosen, substitution_pool(task, texts, labels, spans), task.registry_name)
+    source = getattr(defense, "substitution_source", lambda: None)()
+    batch = SpanBatch(texts, labels, chosen, substitution_pool(task, data, texts, labels, spans, source),
+                      task.registry_name)
     edits = cached_rewrite(defense, batch, rng)
     if len(edits) != len(texts):
         raise BenchError(f"defense '{type(defense).registry_name}' returned edits for {len(edits)} of "
@@ -222,4 +250,17 @@ def span_prior(ids: list, texts: list[Text], spans: list[list[Span]], tokenizer,
                 pieces = tuple(int(t) for t in _segment_ids(row, span.segment)[a:b])
                 counts.setdefault(span.kind, Counter())[pieces] += 1
     return {kind: counter.most_common() for kind, counter in counts.items()}
+
+
+def public_span_rows(ids: list, texts: list[Text], spans: list[list[Span]], tokenizer, max_length: int) -> dict:
+    """The rows of data released unprotected with where their spans lie (``Release.span_public``): ``rows`` (piece
+    ids, as released), ``slots`` (``(segment, first piece, end piece, kind)`` per span) and ``words`` (each span's
+    word count). The spans an attack may calibrate on: their text is public, as the frequency prior's is."""
+    rows, slots, words = [], [], []
+    for row, example, ranges in zip(ids, spans, _piece_ranges(texts, spans, tokenizer, max_length)):
+        kept = [(span, a, b) for span, (a, b) in zip(example, ranges) if b > a]
+        rows.append(row)
+        slots.append([(span.segment, a, b, span.kind) for span, a, b in kept])
+        words.append([span.end - span.start for span, _, _ in kept])
+    return {"rows": rows, "slots": slots, "words": words}
 

@@ -279,41 +279,85 @@ def test_cells_that_cannot_work_are_refused_before_they_run(kwargs, message):
         make_spec(encoder="minilm", **kwargs)
 
 
-def test_beam_search_with_one_beam_is_greedy(patched_mlm):
-    from attacks.span_recovery import _beam_fill
-    from bench.privacy.ndd import masked_log_probs
-
-    tokenizer = patched_mlm.tokenizer
-    row = np.asarray(tokenizer("the cat sat on the mat", add_special_tokens=False)["input_ids"])
-    (best,) = _beam_fill(patched_mlm, [row], [(1, 3)], 1)[0:1]
-    frame = np.concatenate([[tokenizer.cls_token_id], row, [tokenizer.sep_token_id]])
-    frame[2:4] = tokenizer.mask_token_id
-    greedy = []
-    for step in range(2):
-        log_probs = masked_log_probs(patched_mlm, frame[None, :], np.array([2 + step])).numpy()[0]
-        allowed = np.full(len(log_probs), -np.inf)
-        allowed[patched_mlm.regular] = 0.0
-        token = int(np.argmax(log_probs + allowed))
-        greedy.append(token)
-        frame[2 + step] = token
-    assert list(best[0]) == greedy
-    several = _beam_fill(patched_mlm, [row], [(1, 3)], 5)[0]
-    assert len(several) == 5 and len(set(several)) == 5
+def _release_of(tokenizer, sentences, slots, **extra):
+    rows = [np.asarray(tokenizer.convert_tokens_to_ids(s.split()), dtype=np.int64) for s in sentences]
+    return types.SimpleNamespace(data=rows, slots=slots, mechanism=None, span_prior=extra.get("span_prior"),
+                                 span_public=extra.get("span_public")), rows
 
 
-def test_beam_search_of_many_slots_together_equals_each_alone(patched_mlm, monkeypatch):
-    """Rows of different lengths, regrouped by length into forward passes of a few rows, fill as if alone."""
+def _public(mlm):
+    return types.SimpleNamespace(task="fake", encoder=types.SimpleNamespace(tokenizer=mlm.tokenizer, device="cpu"))
+
+
+def test_span_recovery_reaches_a_span_of_more_pieces_than_its_slot(tiny_mlm, monkeypatch):
+    """One [MASK] stands for one word of two pieces ("blackburn" = black ##burn): an MLM that likes those pieces
+    fills them at length 2 whatever the slot's length (the attack before filled only the slot's one piece)."""
+    import copy
+
+    from attacks.span_recovery import SpanRecovery
+    from bench import Truth
+    from bench.models import mlm as mlm_module
+
+    biased = copy.deepcopy(tiny_mlm)
+    tokenizer = biased.tokenizer
+    black, burn = tokenizer.convert_tokens_to_ids(["black", "##burn"])
+    with torch.no_grad():
+        bias = biased.model.cls.predictions.decoder.bias
+        bias[black] += 60.0
+        bias[burn] += 59.0
+    monkeypatch.setattr(mlm_module, "shared_mlm", lambda name, task=None, device="cpu": biased)
+    monkeypatch.setattr(mlm_module, "mlm_facts", lambda name, task=None, device="cpu": {"mlm": name})
+    release, _ = _release_of(tokenizer, ["yesterday peter [MASK] met the commission ."], [[(0, 1, 3, "PER")]])
+    release.slots = [[(0, 2, 3, "PER")]]
+    truth = Truth([], np.zeros(0), np.zeros(0), spans=[[(black, burn)]])
+    attack = SpanRecovery(k=8)
+    scores = attack.score(attack.attack(release, _public(biased)), truth, None)
+    assert scores["top_k"] == 1.0 and scores["verbatim"] == 0.0
+
+
+def test_span_recovery_searches_the_whole_release_and_keeps_the_masked_word_count(patched_mlm, monkeypatch):
+    """A span substituted into another sentence is a candidate everywhere; a slot of three [MASK]s takes only
+    three-word candidates, so with a flat MLM and no prior the released three-word span ranks first."""
     import attacks.span_recovery as span_recovery
+    from attacks.span_recovery import SpanRecovery
+    from bench import Truth
+
+    def flat(mlm, rows, row_index, columns):
+        return np.full((len(row_index), int(mlm.model.config.vocab_size)), -10.0, dtype=np.float32)
+
+    monkeypatch.setattr(span_recovery, "_log_probs_at", flat)
+    tokenizer = patched_mlm.tokenizer
+    release, rows = _release_of(tokenizer, ["[MASK] [MASK] [MASK] met the commission .",
+                                            "the minister met john smith jones ."], None)
+    release.slots = [[(0, 0, 3, "PER")], [(0, 3, 6, "PER")]]
+    original = tuple(int(t) for t in rows[1][3:6])
+    truth = Truth([], np.zeros(0), np.zeros(0), spans=[[original], [original]])
+    attack = SpanRecovery(k=1, pieces=2, weight=1.0)
+    guesses = attack.attack(release, _public(patched_mlm))
+    assert guesses.fillings[0][0] == [original]
+    assert attack.score(guesses, truth, None)["recovered"] == 1.0
+
+
+def test_span_recovery_chooses_its_mlm_weight_on_public_spans_and_can_fall_back_on_the_prior(patched_mlm):
+    """With a random MLM the weight chosen on the public spans is the one that ranks them best; the prior alone
+    (weight 0) is among the choices, so on the public spans the attack never ranks below the frequency guess."""
+    from attacks.span_recovery import SpanRecovery
 
     tokenizer = patched_mlm.tokenizer
-    texts = ["the cat sat on the mat", "a dog", "paris is the capital of france and a large city", "hello there"]
-    rows = [np.asarray(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    ranges = [(1, 3), (0, 1), (4, 7), (1, 2)]
-    monkeypatch.setattr(span_recovery, "BEAM_ROWS", 5)  # several passes per step, each mixing jobs
-    together = span_recovery._beam_fill(patched_mlm, rows, ranges, 3)
-    alone = [span_recovery._beam_fill(patched_mlm, [row], [span], 3)[0] for row, span in zip(rows, ranges)]
-    assert together == alone
-    assert [len(f[0]) for f in together] == [2, 1, 3, 1]
+    names = ["paris", "london", "berlin", "rome"]
+    sentences = [f"we flew to {names[i % 4]} today ." for i in range(24)]
+    public_rows = [np.asarray(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in sentences]
+    ids = [tuple(tokenizer.convert_tokens_to_ids([n])) for n in names]
+    prior = {"LOC": [(ids[0], 6), (ids[1], 6), (ids[2], 6), (ids[3], 6)]}
+    public = {"rows": public_rows, "slots": [[(0, 3, 4, "LOC")] for _ in sentences], "words": [[1]] * 24}
+    release, _ = _release_of(tokenizer, ["we flew to [MASK] today ."], None, span_prior=prior, span_public=public)
+    release.slots = [[(0, 3, 4, "LOC")]]
+    attack = SpanRecovery(k=4)
+    attack.attack(release, _public(patched_mlm))
+    notes = attack.run_notes
+    chosen = notes["span_recovery_calibration_top_k"]
+    assert notes["span_recovery_weight_chosen_on"] == 24
+    assert chosen[str(notes["span_recovery_weight"])] == max(chosen.values()) >= chosen["0.0"] == 1.0
 
 
 def test_span_recovery_scores_verbatim_mlm_and_frequency_guesses():
@@ -325,11 +369,11 @@ def test_span_recovery_scores_verbatim_mlm_and_frequency_guesses():
     guesses = SlotGuesses(rows, slots, [[None, None], [None]], [[[(1, 2)], [(3,)]], [[(7, 7)]]])
     truth = Truth([], np.zeros(0), np.zeros(0), spans=[[(5, 6), (3,)], [(1, 1)]])
     scores = SpanRecovery().score(guesses, truth, None)
-    # span 1 still verbatim; span 2 found by the MLM only; span 3 found by neither
-    assert scores == {"recovered": 2 / 3, "verbatim": 1 / 3, "mlm_top_k": 1 / 3}
+    # span 1 still verbatim; span 2 found among the ranked candidates only; span 3 found by neither
+    assert scores == {"recovered": 2 / 3, "verbatim": 1 / 3, "top_k": 1 / 3}
     release = types.SimpleNamespace(slots=slots, span_prior={"PER": [((5, 6), 9), ((1, 1), 3)]})
     random = SpanRecovery(k=2).random_guess(release, None, np.random.default_rng(0))
-    assert SpanRecovery().score(random, truth, None) == {"recovered": 2 / 3, "verbatim": 1 / 3, "mlm_top_k": 2 / 3}
+    assert SpanRecovery().score(random, truth, None) == {"recovered": 2 / 3, "verbatim": 1 / 3, "top_k": 2 / 3}
 
 
 
@@ -431,3 +475,30 @@ def test_ndd_progress_counts_each_span_as_the_square_of_its_pieces_and_a_resumed
     stop[0] = None
     rewrite()  # resumes: the first two spans come from the checkpoint
     assert bars[2] == {"total": sum(work), "start": work[0] + work[1], "updates": [work[0] + work[1], sum(work[:3])]}
+
+
+@pytest.mark.skipif(not __import__("bench.data.examples", fromlist=["data_dir"]).data_dir().joinpath(
+    "conll2003", "eng.train").is_file(), reason="CoNLL-2003 files missing")
+def test_substitution_draws_from_public_text_by_default_and_from_the_client_only_when_asked():
+    """No released substitute is an entity string of the client's training split unless public text holds it too;
+    pool=own releases the client's own entities, moved to other sentences."""
+    from bench.core.registry import TASKS
+    from bench.core.spans import segment_words
+    from bench.engine.spans import rewrite_split, substitution_pool, task_spans
+    from defenses.ndd import NDDDistortion
+
+    task = TASKS.get("conll2003")()
+    data = task.load(n_train=150, n_eval=50, seed=0)
+    private = {tuple(s.words(data.train.texts[i])) for i, spans in enumerate(task_spans(task, data, "train"))
+               for s in spans}
+    public = {words for entries in substitution_pool(task, data, [], [], [], "public").values()
+              for words, _ in entries}
+    leaked = {}
+    for pool in ("public", "own"):
+        done = rewrite_split(NDDDistortion(mode="substitutive", select="random", pool=pool), task, data, "train",
+                             np.random.default_rng(0))
+        released = {tuple(segment_words(text, s.segment)[s.start:s.end])
+                    for text, placed in zip(done.texts, done.placed) for s in placed}
+        leaked[pool] = (released & private) - public
+    assert not leaked["public"]
+    assert len(leaked["own"]) > 20  # the client's rare entities, released elsewhere
