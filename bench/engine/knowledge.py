@@ -2,7 +2,8 @@
 
 ``index``: every distinct text of the run's training and evaluation splits (a re-identification index; empty for a
 model release, whose people no text names publicly). ``public``: sentences no private split of the run holds, from
-the task's own source when its loader keeps them apart (``TaskData.public``), else the offline public sentences
+the task's own source when its loader keeps them apart (``TaskData.public``) or the task offers public examples
+(``Task.public_examples``), else the offline public sentences
 (``bench.data.public_corpus``) without the task's own source; any sentence a private split also holds is dropped.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from bench.core.components import PublicKnowledge
+from bench.core.registry import TASKS
 from bench.core.releases import Release, ReleaseKind
 from bench.data.examples import TaskData, flatten_segments
 
@@ -28,6 +30,11 @@ def knowledge_for(attack_cls: type, release: Release, data: TaskData, encoder, t
 def public_of(data: TaskData, task: str) -> tuple[list[str], str]:
     """Public sentences for a run of ``task`` on ``data``, and what they are; none a private split holds."""
     texts, source = list(data.public), data.public_source
+    if not texts:
+        examples = TASKS.get(task)().public_examples(data)
+        if examples is not None and len(examples):
+            texts = list(dict.fromkeys(flatten_segments(list(examples.texts))[0]))
+            source = f"{task}: {len(texts)} sentences of its sources the run does not sample"
     if not texts:
         texts, source = _offline(task)
     private = private_sentences(data)
