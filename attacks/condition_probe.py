@@ -61,6 +61,9 @@ class ConditionProbe(Attack):
 
     version: ClassVar[str] = "4"  # 2: auc_chance, p_at_10_chance; 3: link, link_centred and their intervals;
     # 4: the frequency baseline counts held-out patients, never the probed ones
+    # 4 moved only the frequency baseline (the random reference): the probe's AUC-based figures are as before
+    stable: ClassVar[dict[str, int]] = {f"privacy/{m}": 3 for m in ("auc", "auc_chance", "link", "link_ci95",
+                                                                   "link_centred", "link_centred_ci95")}
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("auc", True, "ROC AUC of each patient's condition ranking against the true conditions (mean)"),

@@ -49,6 +49,9 @@ class Inversion(Attack):
     knowledge: ClassVar[dict[str, str]] = {
         "public": "Qu et al. §5.4: the Bayesian guess's prior Pr[x] is the token frequency of public text",
     }
+    # version 3 moved only the Bayesian guess: the plain guess and the random draws are as before
+    stable: ClassVar[dict[str, int]] = {"privacy/token_accuracy": 1, "random/token_accuracy": 2,
+                                        "random/bayes_token_accuracy": 2}
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("token_accuracy", True, "fraction of the evaluation tokens recovered at their position"),
         Metric("bayes_token_accuracy", True,

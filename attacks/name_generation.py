@@ -105,6 +105,9 @@ class NameGeneration(Attack):
     version: ClassVar[str] = "5"  # 2: a_at_100 and em as Lehman et al.'s evaluation computes them; 3: conditions
     # matched by their content words; 4: em_chance; 5: a_at_100 at exactly 100 names (more rounds until there are
     # 100, left out when the budget ends first), conditions of the random reference by held-out frequencies
+    # 5 moved only a_at_100 (more rounds) and the random reference: the first round is drawn and scored as before
+    stable: ClassVar[dict[str, int]] = {f"privacy/{m}": 4 for m in ("with_name", "first_name", "last_name", "em",
+                                                                   "em_chance")}
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("with_name", True, "share of samples holding a person name (spaCy PERSON): Table 7's w/ Name"),

@@ -121,9 +121,15 @@ class NDDDistortion(SpanDefense):
         check_mlm_name(self.mlm, self.allow_untrained)
 
     @classmethod
-    def version_for(cls, args):
-        """2 for substitution (its pool is public text by default since then); generation is unchanged (1)."""
-        return cls.version if args.get("mode", "generative") == "substitutive" else "1"
+    def version_for(cls, args, task_cls=None):
+        """2 for substitution (its pool is public text by default since then); generation, and substitution on a
+        task whose own public phrases cover every span kind (the clinical tasks' names), are unchanged (1)."""
+        if args.get("mode", "generative") != "substitutive":
+            return "1"
+        offers = getattr(task_cls, "substitution_pool", None) if task_cls is not None else None
+        if offers is not None and set(task_cls.span_kinds) <= set(offers(task_cls())):
+            return "1"
+        return cls.version
 
     def substitution_source(self) -> str | None:
         """Where substitutes come from: public (text disjoint from every private split) or own (the client's);

@@ -70,7 +70,7 @@ class TextHide(RepresentationDefense):
         self.public_members = None  # (count, generator) -> public representations to mix in
 
     @classmethod
-    def version_for(cls, args):
+    def version_for(cls, args, task_cls=None):
         """2 for inter (its labels divided by the private members' weight since then); intra is unchanged."""
         return "2" if args.get("scheme", "intra") == "inter" else cls.version
 

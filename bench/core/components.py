@@ -137,10 +137,10 @@ class Defense:
     releases: ClassVar[tuple[ReleaseKind, ...]] = ()
 
     @classmethod
-    def version_for(cls, args: dict[str, Any]) -> str:
-        """The version of the cells run with parameters ``args`` (as a spec keeps them: defaults may be absent).
-        Default ``version``; a change that moves only some settings' figures overrides this, so that only those
-        settings' recorded cells are superseded and re-run."""
+    def version_for(cls, args: dict[str, Any], task_cls: type | None = None) -> str:
+        """The version of the cells run with parameters ``args`` (as a spec keeps them: defaults may be absent) on
+        task ``task_cls``. Default ``version``; a change that moves only some cells' figures overrides this, so that
+        only those recorded cells are superseded and re-run."""
         return cls.version
 
     @classmethod
@@ -390,6 +390,9 @@ class Attack:
     check_args: ClassVar[dict[str, Any]] = {}
     # the corpora of KNOWLEDGE the attack reads, each with the paper's reason the adversary holds it
     knowledge: ClassVar[dict[str, str]] = {}
+    # figures a new version left as they were: "privacy/<metric>" or "random/<metric>" -> the oldest version whose
+    # records of it the current one reproduces (so a record of that version keeps them on the board)
+    stable: ClassVar[dict[str, int]] = {}
 
     @classmethod
     def check_declarations(cls) -> None:
@@ -409,6 +412,11 @@ class Attack:
                                  f"{', '.join(KNOWLEDGE)}.")
             if not isinstance(reason, str) or not reason.strip():
                 raise BenchError(f"attack '{cls.registry_name}' must give a reason for its knowledge '{name}'.")
+        names = {f"{prefix}/{m.name}" for m in cls.metrics for prefix in ("privacy", "random")}
+        for key, since in cls.stable.items():
+            if key not in names or not isinstance(since, int) or since < 1:
+                raise BenchError(f"attack '{cls.registry_name}' declares `stable` {key!r}: {since!r}; keys are "
+                                 "privacy/<metric> or random/<metric> of its metrics, values versions >= 1.")
 
     @classmethod
     def version_for(cls, args: dict[str, Any], kind: ReleaseKind | None) -> str:

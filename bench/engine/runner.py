@@ -328,7 +328,7 @@ def code_version_numbers(spec_json: str) -> tuple[int, ...] | None:
 
 def component_versions(spec: RunSpec) -> str:
     """``task@v defense@v attack@v`` for a spec, in the form records keep."""
-    defense = DEFENSES.get(spec.defense).version_for(spec.defense_args)
+    defense = DEFENSES.get(spec.defense).version_for(spec.defense_args, TASKS.get(spec.task))
     parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{defense}"]
     if spec.attack:
         attack_cls = ATTACKS.get(spec.attack)

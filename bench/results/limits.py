@@ -56,9 +56,10 @@ def page(command: str, limits: dict[str, list[str]], awaiting: Counter) -> str:
         lines += [f'## {kind} `{name}` {{ #{key} }}', "", *(f"- {entry}" for entry in limits[key]), ""]
     lines += ['## Awaiting a re-run { #awaiting-rerun }', ""]
     if awaiting:
-        lines += ["A component changed what these cells compute (a new version), so their records are kept in "
-                  "`results/records` but left off every table until `bench run --grid <grid> --results-dir results` "
-                  "runs them again.", "", "| task | defense | attack | recorded → current | records |",
+        lines += ["A component changed what these cells compute (a new version). Their records stay in "
+                  "`results/records`, but no table shows what the change moved until `bench run --grid <grid> "
+                  "--results-dir results` runs them again: a new task or defense version takes the whole record off, "
+                  "a new attack version only the attack's figures (the utility stays).", "", "| task | defense | attack | recorded → current | records |",
                   "|---|---|---|---|---:|"]
         lines += [f"| {task} | {defense} | {attack} | {versions} | {count} |"
                   for (task, defense, attack, versions), count in sorted(awaiting.items())]

@@ -138,25 +138,52 @@ class ResultRecord(BaseModel):
 
 
 def current(records: list[ResultRecord]) -> list[ResultRecord]:
-    """The records of each configuration's newest component versions, in their order, without those the code has
-    superseded (``superseded``).
+    """The records of each configuration's newest component versions, in their order, as far as the code still
+    stands behind them (``superseded``): a record whose task or defense runs at a newer version now is left out, and
+    one whose attack alone does keeps its utility but loses its attack's metrics.
 
     A changed task, defense or attack invalidates the cells recorded before it (a grid re-runs them), so an older
     version's seeds must never join the newer version's mean, nor its metrics outlive it.
     """
-    records = [r for r in records if not superseded(r)]
-    newest: dict[str, tuple[int, ...]] = {}
+    kept = []
     for record in records:
+        stale = superseded(record)
+        if stale & {"task", "defense"}:
+            continue
+        if stale:
+            record = record.model_copy(update={"metrics": {k: v for k, v in record.metrics.items()
+                                                           if k.startswith("utility/") or still_valid(record, k)}})
+        kept.append(record)
+    newest: dict[str, tuple[int, ...]] = {}
+    for record in kept:
         numbers = record.version_numbers()
         if numbers > newest.get(record.config_hash, ()):
             newest[record.config_hash] = numbers
-    return [r for r in records if r.version_numbers() == newest[r.config_hash]]
+    return [r for r in kept if r.version_numbers() == newest[r.config_hash]]
 
 
-def superseded(record: ResultRecord) -> bool:
-    """Whether a registered component now runs the record's cell at a newer version than the record's (the cell
-    awaits a re-run; its figures are never shown). A component that is not registered supersedes nothing."""
+def superseded(record: ResultRecord) -> set[str]:
+    """The components (``task``, ``defense``, ``attack``) that a registered component now runs at a newer version
+    than the record's: the cell awaits a re-run, and no figure of those parts is shown. A component that is not
+    registered supersedes nothing."""
     from bench.engine.runner import code_version_numbers  # the engine imports this module
 
     code = code_version_numbers(json.dumps(record.spec, sort_keys=True, default=str))
-    return code is not None and any(old < new for old, new in zip(record.version_numbers(), code))
+    if code is None:
+        return set()
+    return {part for part, old, new in zip(("task", "defense", "attack"), record.version_numbers(), code) if old < new}
+
+
+def still_valid(record: ResultRecord, metric: str) -> bool:
+    """Whether the attack's current version declares ``metric`` (``privacy/<attack>/<name>`` or ``random/...``)
+    unchanged since the record's version (``Attack.stable``)."""
+    from bench.core.errors import BenchError
+    from bench.core.registry import ATTACKS
+
+    prefix, _, rest = metric.partition("/")
+    attack, _, name = rest.partition("/")
+    try:
+        since = ATTACKS.get(attack).stable.get(f"{prefix}/{name}")
+    except BenchError:
+        return False
+    return since is not None and record.version_numbers()[2] >= since
