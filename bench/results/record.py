@@ -165,13 +165,14 @@ def current(records: list[ResultRecord]) -> list[ResultRecord]:
 def superseded(record: ResultRecord) -> set[str]:
     """The components (``task``, ``defense``, ``attack``) that a registered component now runs at a newer version
     than the record's: the cell awaits a re-run, and no figure of those parts is shown. A component that is not
-    registered supersedes nothing."""
+    registered, or whose version the record does not name, supersedes nothing."""
     from bench.engine.runner import code_version_numbers  # the engine imports this module
 
     code = code_version_numbers(json.dumps(record.spec, sort_keys=True, default=str))
     if code is None:
         return set()
-    return {part for part, old, new in zip(("task", "defense", "attack"), record.version_numbers(), code) if old < new}
+    return {part for part, old, new in zip(("task", "defense", "attack"), record.version_numbers(), code)
+            if 0 < old < new}  # a record that names no version of a part (0) is not judged on it
 
 
 def still_valid(record: ResultRecord, metric: str) -> bool:
