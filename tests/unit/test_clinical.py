@@ -334,6 +334,9 @@ def test_substitution_draws_strangers_names_not_other_patients():
         def selection(self):
             return (), 1.0
 
+        def substitution_source(self):
+            return "public"
+
         def rewrite(self, batch, rng):
             assert batch.pool["NAME"] == pool  # the public names replace the client's own
             return [[Edit(s, batch.pool["NAME"][0][0]) for s in spans] for spans in batch.chosen]

@@ -87,7 +87,8 @@ def test_attack_runs_on_a_cell_and_notes_its_speed(tiny_data):
     from bench.engine.runner import make_spec, run_cell
 
     spec = make_spec(defense="texthide", defense_args="m=1,k=1", attack="gradient-matching",
-                     attack_args="attacks=4,steps=50", encoder="mock-8", training_args="epochs=1,activation=tanh")
+                     attack_args="attacks=4,steps=50", encoder="mock-8", training_args="epochs=1,activation=tanh",
+                     n_train=200)  # the training file's other 200 sentences are the public text of the reference
     record = run_cell(spec)
     assert record.notes["attacks"] == 4 and record.notes["attacks_per_minute"] > 0 and record.notes["dummy_mask"]
     assert 0 <= record.metrics["privacy/gradient-matching/success_rate"] <= 1
