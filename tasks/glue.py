@@ -247,7 +247,8 @@ class GlueTask(Task):
     def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
         """Seeded samples of the training split and of the evaluation split."""
         folder = data_dir() / "glue" / self.folder
-        found = next((split for source in self.local if (split := source.read(folder, self.registry_name, self.num_labels))), None)
+        found = next((split for source in self.local
+                      if (split := source.read(folder, self.registry_name, self.num_labels))), None)
         if found is not None:
             (train, evaluation, eval_split), source = found, f"local:{folder}"
         else:

@@ -43,7 +43,7 @@ def plain(value: object) -> str:
 
 
 def user_errors(command):
-    """Turn ``BenchError`` into one red sentence and exit code 2."""
+    """Turn ``BenchError``, and an exception raised in a plugin's code, into one red sentence and exit code 2."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -52,6 +52,14 @@ def user_errors(command):
         except BenchError as exc:
             err.print(f"[red]error:[/red] {plain(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(2)
+        except Exception as exc:
+            from bench.core.registry import plugin_fault
+
+            fault = plugin_fault(exc)  # a plugin's own code failed: its file and line, not a traceback
+            if fault is None:
+                raise
+            err.print(f"[red]error:[/red] {plain(fault)}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
 
     return wrapper
 

@@ -255,31 +255,58 @@ def run_grid(
     store (``--shard``, or two copies of the same grid) never run a cell twice: a cell is claimed
     (``ResultStore.claim``) and the store read again before it runs. A cell another process holds is put
     off (status "claimed") and, after every other cell, waited for: skipped if that process recorded it,
-    run here if it died first.
+    run here if it died first. A cell that fails (bad input, a plugin's fault, a bug) is not recorded
+    (status "failed") and the grid goes on; after the last cell, ``BenchError`` names the failures and how
+    many cells were recorded, and running the grid again retries only those. A store that cannot be written
+    still stops the grid at once.
     """
     specs = list(specs)
     store.check_writable({s.defense for s in specs})  # before the first cell, so no finished cell is lost
     done = store.completed()
-    counts = {"done": 0, "skipped": 0}
-    deferred = []
-    for spec in specs:
-        status = _claim_and_run(spec, store, done, wait=False, on_record=on_record)
-        if status == "claimed":
-            deferred.append(spec)
-        else:
-            counts[status] += 1
-        if on_cell:
-            on_cell(spec, status)
-    for spec in deferred:  # held by another process on the first pass: wait for it, then look again
-        status = _claim_and_run(spec, store, done, wait=True, on_record=on_record)
-        counts[status] += 1
-        if on_cell:
-            on_cell(spec, status)
+    counts = {"done": 0, "skipped": 0, "failed": 0}
+    deferred, failures = [], []
+    for wait, cells in ((False, specs), (True, deferred)):  # held by another process at first: waited for after
+        for spec in cells:
+            try:
+                status = _claim_and_run(spec, store, done, wait=wait, on_record=on_record)
+            except _CellFailed as failure:
+                status = "failed"
+                failures.append(f"{spec.label()}: {failure.reason.rstrip('.')}")
+            if status == "claimed":
+                deferred.append(spec)
+            else:
+                counts[status] += 1
+            if on_cell:
+                on_cell(spec, status)
+    if failures:
+        more = f" and {len(failures) - 1} more" if len(failures) > 1 else ""
+        raise BenchError(f"{len(failures)} of {len(specs)} cells failed and were not recorded (first: {failures[0]}"
+                         f"{more}); {counts['done']} ran and {counts['skipped']} were already recorded in "
+                         f"{store.records_dir}; fix the cause and run the grid again to retry only the failed cells.")
     return counts["done"], counts["skipped"]
 
 
+class _CellFailed(Exception):
+    """A cell's own run failed; ``reason`` is one sentence (the grid records the others and reports it)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _cell_failure(exc: Exception) -> str:
+    """One sentence for why a cell failed: the user error's, the plugin's file and line, else the exception."""
+    from bench.core.registry import plugin_fault
+
+    if isinstance(exc, BenchError):
+        return str(exc)
+    fault = plugin_fault(exc)
+    return str(fault) if fault is not None else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
 def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool, on_record=None) -> str:
-    """Run one cell unless it is recorded ("skipped") or another process holds it ("claimed"); "done" after."""
+    """Run one cell unless it is recorded ("skipped") or another process holds it ("claimed"); "done" after.
+    A failure of the cell's own run raises ``_CellFailed``; one of the store is raised as it is."""
     key = cell_key(spec)
     if key not in done:
         done |= store.completed()
@@ -291,7 +318,10 @@ def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool, on_
         done |= store.completed()  # the previous holder may have finished it
         if key in done:
             return "skipped"
-        record = run_cell(spec)
+        try:
+            record = run_cell(spec)
+        except Exception as exc:  # noqa: BLE001 - any failure of one cell; Ctrl-C (KeyboardInterrupt) still stops
+            raise _CellFailed(_cell_failure(exc)) from exc
         store.append(record)
         store.finish_claim(key)
         if on_record is not None:
