@@ -100,8 +100,12 @@ def run(
     address: Optional[str] = typer.Option(None, help="With --executor ray: auto (the cluster started on this "
                                           "machine) or HOST:PORT; left out, a small local Ray instance is started."),
     retries: int = typer.Option(2, help="With --executor ray: how many more times a failed cell is tried."),
-    cell_timeout: Optional[float] = typer.Option(None, "--cell-timeout", help="With --executor ray: seconds after "
-                                                 "which a running cell counts as failed (default: no limit)."),
+    cell_timeout: Optional[float] = typer.Option(None, "--cell-timeout", help="With --grid: seconds after which a "
+                                                 "running cell is stopped and counts as failed; the grid goes on "
+                                                 "(default: no limit)."),
+    claim_wait: Optional[float] = typer.Option(None, "--claim-wait", help="With --grid (local): seconds to wait for "
+                                               "a cell another process is running before it counts as failed here "
+                                               "(a stopped process keeps its claim; default: no limit)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --grid: list the cells, which are recorded, and an "
                                  "estimate of each one's time from past records; nothing runs."),
     check: bool = typer.Option(False, "--check", help="Smoke run in seconds: a few examples, one epoch, and what "
@@ -131,10 +135,16 @@ def run(
     releases = ReleaseStore.configured()  # a bad size limit, or a file where the store goes, is refused here
     if executor not in ("local", "ray"):
         raise BenchError(f"--executor must be local or ray, got '{executor}'.")
-    if grid is None and (executor != "local" or address or dry_run or cell_timeout is not None):
-        raise BenchError("--executor, --address, --cell-timeout and --dry-run apply to grids; use them with --grid.")
-    if executor != "ray" and (address or cell_timeout is not None):
-        raise BenchError("--address and --cell-timeout apply to the Ray executor; add --executor ray.")
+    if grid is None and (executor != "local" or address or dry_run or cell_timeout is not None
+                         or claim_wait is not None):
+        raise BenchError("--executor, --address, --cell-timeout, --claim-wait and --dry-run apply to grids; use them "
+                         "with --grid.")
+    if executor != "ray" and address:
+        raise BenchError("--address applies to the Ray executor; add --executor ray.")
+    if executor == "ray" and claim_wait is not None:
+        raise BenchError("--claim-wait applies to the local executor; Ray schedules each cell once.")
+    if claim_wait is not None and not claim_wait >= 0:  # also refuses nan
+        raise BenchError(f"--claim-wait must be a number of seconds (0 or more), got {claim_wait}.")
     if retries < 0:
         raise BenchError(f"--retries must be at least 0, got {retries}.")
     if cell_timeout is not None and not cell_timeout > 0:  # also refuses nan
@@ -155,7 +165,7 @@ def run(
             _run_grid_ray(grid, store, device, address, retries, cell_timeout, plugin, precision)
         else:
             with reusing(store, reuse, releases), reported:
-                _run_grid(grid, store, shard, device, precision)
+                _run_grid(grid, store, shard, device, precision, cell_timeout, claim_wait)
         return
     if shard:
         raise BenchError("--shard splits a grid; use it with --grid.")
@@ -219,7 +229,8 @@ def _check_attack_args(attack: str | None, attack_args: str) -> str:
     return ",".join(filter(None, [attack_args, *chosen]))
 
 
-def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None) -> None:
+def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None,
+              cell_timeout: float | None = None, claim_wait: float | None = None) -> None:
     from bench.engine.grid import load_grid, run_grid, shard_of
 
     specs = load_grid(grid, device=device, precision=precision)
@@ -235,7 +246,10 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
         why = " (another process is running it; looked at again after the other cells)" if status == "claimed" else ""
         err.print(f"  {status:8} {plain(spec.label())}{why}{progress.after(status)}", highlight=False, soft_wrap=True)
 
-    ran, skipped = run_grid(specs, store, report, progress.record)
+    def failed(spec, reason: str) -> None:
+        err.print(f"           {plain(reason)}", highlight=False, soft_wrap=True)
+
+    ran, skipped = run_grid(specs, store, report, progress.record, cell_timeout, claim_wait, failed)
     _, problems = store.read()
     for problem in problems:  # e.g. a line edited by hand while the grid ran: skipped, every other record kept
         err.print(f"[yellow]warning:[/yellow] {plain(problem)}; fix or delete that line", highlight=False,
