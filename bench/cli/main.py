@@ -28,7 +28,14 @@ err = Console(stderr=True)
 
 PluginOption = typer.Option(None, "--plugin", help="Extra component file to load (repeatable).")
 # one rule for every command: --results-dir, else $BENCH_RESULTS_DIR, else ./bench-results
-ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR, else "
+def _folder_argument(value: str) -> Path | str:
+    """A folder option's value as a path; an empty one is kept as "" (``Path("")`` would be the working folder),
+    which ``ResultStore`` refuses in one sentence."""
+    return value if not value.strip() else Path(value)
+
+
+ResultsOption = typer.Option(None, "--results-dir", parser=_folder_argument,
+                             help="Results folder (default: $BENCH_RESULTS_DIR, else "
                              "./bench-results); the published board is results/, read or changed only with "
                              "--results-dir results.")
 
@@ -126,6 +133,7 @@ def run(
     from bench.core.params import parse_arg_string
     from bench.engine.reuse import reusing
     from bench.engine.provenance import check_publishable
+    from bench.core.jsontext import strict_json
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.release_store import ReleaseStore
     from bench.results.store import ResultStore
@@ -188,7 +196,7 @@ def run(
     path = store.append(record) if save else None
     try:
         if as_json:
-            print(record.model_dump_json(indent=2))
+            print(strict_json(record.model_dump(mode="json"), indent=2))  # NaN and infinity as null
             if smoke_line(record.notes) is not None:  # stdout holds the JSON alone
                 err.print(plain(smoke_line(record.notes)), highlight=False, soft_wrap=True)
         else:
@@ -358,7 +366,7 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
     for row in rows:
         estimate = "?" if row.seconds is None else f"{row.seconds:.1f} s {row.device}"
         runs = "" if row.status != "to run" else f"attack only ({row.reuse})" if row.reuse else "in full"
-        table.add_row(row.spec.label(), row.status, runs, estimate, row.basis)
+        table.add_row(plain(row.spec.label()), row.status, plain(runs), estimate, plain(row.basis))
     (out if out.is_terminal else Console(width=200)).print(table)
     todo = [row for row in rows if row.status == "to run"]
     known = [row.seconds for row in todo if row.seconds is not None]
@@ -414,12 +422,14 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
 
     from bench.models.encoders import ENCODER_NAMES
 
+    from rich.markup import escape
+
     _load_plugins(plugin)
     encoders = Table(title="encoders (--encoder NAME)", title_justify="left")
     for column in ("name", "where from", "what"):
         encoders.add_column(column, style="bold" if column == "name" else None)
     for row in ENCODER_NAMES:
-        encoders.add_row(*row)
+        encoders.add_row(*(escape(c) for c in row))
     out.print(encoders)
     for title, registry in (("tasks", TASKS), ("defenses", DEFENSES), ("attacks", ATTACKS)):
         table = Table(title=title, title_justify="left")
@@ -437,7 +447,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
                 params = "\n".join(
                     f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
                 )
-            table.add_row(name, kinds, params or "-")
+            table.add_row(*(escape(c) for c in (name, kinds, params or "-")))  # a plugin's text is printed literally
         out.print(table)
     pairs = Table(title="compatible defense / attack pairs", title_justify="left")
     pairs.add_column("defense")
@@ -451,7 +461,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
         ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
         if on_weights and rewrites_text(DEFENSES.get(name)):  # the weights a pretraining task releases
             ok.append(f"({', '.join(on_weights)} on pretraining tasks)")
-        pairs.add_row(name, ", ".join(ok) or "-")
+        pairs.add_row(escape(name), escape(", ".join(ok) or "-"))
     out.print(pairs)
 
 
@@ -534,7 +544,8 @@ def backfill(results_dir: Optional[Path] = ResultsOption) -> None:
 
 def _summary_table(board) -> Table:
     """One row per configuration (mean ± std over seeds), then the random guess of each attack, per encoder,
-    evaluation size and attack setting; a train / eval column where the board's cells differ in size."""
+    evaluation size and attack setting; a train / eval column where the board's cells differ in size. Every cell
+    is printed literally (``plain``): record fields may hold Rich markup."""
     from bench.results.views import size_labels, sizes_differ
 
     table = Table(title="means ± std over seeds", title_justify="left")
@@ -559,15 +570,16 @@ def _summary_table(board) -> Table:
                     for m in metrics
                 ]
                 size = size_labels(config.iloc[:1])[0] if sized else None
-                table.add_row(task, name, attack or "-", *([size] if sized else []), str(int(config["n"].max())),
-                              *cells)
+                table.add_row(*(plain(c) for c in (task, name, attack or "-", *([size] if sized else []),
+                                                   str(int(config["n"].max())), *cells)))
             random = setting[setting["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
             if not random.empty:
                 keys = ["random/" + m.split("/", 1)[1] for m in metrics]
                 cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
                 differ = [f"n_eval {named[k]}" if k == "n_eval" else str(named[k]) for k in varying]
                 label = f"random guess ({', '.join(differ)})" if differ else "random guess"
-                table.add_row(task, label, attack, *([""] if sized else []), "", *cells, style="dim")
+                table.add_row(*(plain(c) for c in (task, label, attack, *([""] if sized else []), "", *cells)),
+                              style="dim")
     return table
 
 
@@ -584,7 +596,9 @@ def dashboard(
     app_path = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
     env = dict(os.environ)
     if results_dir is not None:
-        env["BENCH_RESULTS_DIR"] = str(results_dir.resolve())
+        from bench.results.store import ResultStore
+
+        env["BENCH_RESULTS_DIR"] = str(ResultStore(results_dir).root.resolve())  # an empty --results-dir refused
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
                "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
                "--client.toolbarMode", "viewer"]  # a local board: no "Deploy" button or developer menu

@@ -66,6 +66,9 @@ class ResultStore:
     """Records under ``<root>/records/<defense>.jsonl`` and the leaderboard beside them."""
 
     def __init__(self, root: Path | str | None = None) -> None:
+        if isinstance(root, str) and not root.strip():  # Path("") is the working folder: never a silent default
+            raise BenchError("--results-dir is empty; name a results folder, or leave the option out for "
+                             "$BENCH_RESULTS_DIR, else ./bench-results.")
         self.root = Path(root) if root is not None else default_results_dir()
         self.records_dir = self.root / "records"
         self.claims_dir = self.root / "claims"
