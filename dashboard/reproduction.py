@@ -60,7 +60,7 @@ def render_reproduction(root: Path) -> None:
     """The section: pick a table, read its claims' verdicts, then the paper's cells beside ours."""
     reports, problems = load_reports(root)
     for problem in problems:
-        st.warning(problem)
+        st.warning(literal(problem))  # a file name or its contents are never Markdown (a link, an image)
     if not reports:
         st.info(f"No reproduction report in {Path(root) / 'reproduction'}: run "
                 f"{code(f'bench reproduce <table> --results-dir {root}')} (`bench reproduce` lists the tables).")

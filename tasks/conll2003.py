@@ -26,6 +26,7 @@ splits do not hold.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -33,6 +34,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.files import read_utf8
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span
 from bench.data.alignment import word_of_pieces
@@ -53,19 +55,20 @@ def read_conll(path: Path) -> list[Sentence]:
     """The sentences of a CoNLL-2003 file as (word, tag) pairs, tags as in the file (first and last columns)."""
     sentences: list[Sentence] = []
     current: Sentence = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                if current:
-                    sentences.append(current)
-                current = []
-                continue
-            if len(fields) < 2:
-                raise BenchError(f"{path}:{number} has {len(fields)} column; expected word ... NER tag.")
-            current.append((fields[0], fields[-1]))
+    for number, line in enumerate(io.StringIO(read_utf8(path), newline=None), start=1):  # not UTF-8: named
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            if current:
+                sentences.append(current)
+            current = []
+            continue
+        if len(fields) < 2:
+            raise BenchError(f"{path}:{number} has {len(fields)} column; expected word ... NER tag.")
+        current.append((fields[0], fields[-1]))
     if current:
         sentences.append(current)
+    if not sentences:
+        raise BenchError(f"{path} holds no example (no tagged sentence); restore the original download.")
     return sentences
 
 

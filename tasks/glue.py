@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -63,15 +64,20 @@ class Table:
     header: bool = False
     convert: Callable[[str], int | float] = int  # label string -> label
 
-    def read(self, path: Path) -> Examples:
+    def read(self, path: Path, num_labels: int) -> Examples:
         """The file's examples; short rows (blank, truncated, malformed) are skipped, extra columns ignored.
 
-        No CSV quoting: GLUE texts contain quote marks. A leading BOM is dropped.
+        No CSV quoting: GLUE texts contain quote marks. A leading BOM is dropped. A label outside the task's
+        ``num_labels`` classes (or, for regression, a score that is not finite) and a file without examples
+        raise ``BenchError`` naming the file (and line).
         """
         text = read_utf8(path, "utf-8-sig")  # a byte that is not UTF-8: one sentence with the file and line
+        csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))  # a whole file may be one field
         rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE))
+        if not any(rows):
+            raise BenchError(f"{path} holds no example (the file is empty); restore the original download.")
         label, texts, first_line = self.label, self.texts, 1
-        if self.header and rows:
+        if self.header:
             label, texts = _position(path, rows[0], label), tuple(_position(path, rows[0], c) for c in texts)
             rows, first_line = rows[1:], 2
         items, labels = [], []
@@ -79,12 +85,27 @@ class Table:
             if len(row) <= max(label, *texts):
                 continue
             try:
-                labels.append(self.convert(row[label].strip()))
+                value = self.convert(row[label].strip())
             except (ValueError, KeyError):
                 raise BenchError(f"{path}:{number} has label '{row[label]}', which this task cannot read.") from None
+            if not _fits(value, num_labels):
+                wanted = "a finite score" if num_labels == 1 else f"a class from 0 to {num_labels - 1}"
+                raise BenchError(f"{path}:{number} has label '{row[label].strip()}', not {wanted}; correct the "
+                                 "line or restore the original download.")
+            labels.append(value)
             parts = tuple(row[c] for c in texts)
             items.append(parts[0] if len(parts) == 1 else parts)
+        if not items:
+            raise BenchError(f"{path} holds no example (no row with a label and its text); restore the original "
+                             "download.")
         return Examples(tuple(items), np.array(labels))
+
+
+def _fits(value: int | float, num_labels: int) -> bool:
+    """A regression score is finite; a class id lies in ``0 .. num_labels - 1``."""
+    if num_labels == 1:
+        return math.isfinite(value)
+    return 0 <= value < num_labels
 
 
 def _position(path: Path, header: list[str], column: Column) -> int:
@@ -108,7 +129,7 @@ class LocalSource(Protocol):
 
     files: tuple[str, ...]
 
-    def read(self, folder: Path, task: str) -> Split | None:
+    def read(self, folder: Path, task: str, num_labels: int) -> Split | None:
         """The splits, or None when the files are not there."""
 
 
@@ -125,11 +146,12 @@ class DevFiles:
         """The files that must exist."""
         return self.train, self.dev
 
-    def read(self, folder: Path, task: str) -> Split | None:
+    def read(self, folder: Path, task: str, num_labels: int) -> Split | None:
         """Both files as they are, or None when one is missing."""
         if not all((folder / name).is_file() for name in self.files):
             return None
-        return self.table.read(folder / self.train), self.table.read(folder / self.dev), "GLUE dev"
+        return (self.table.read(folder / self.train, num_labels), self.table.read(folder / self.dev, num_labels),
+                "GLUE dev")
 
 
 @dataclass(frozen=True)
@@ -145,11 +167,11 @@ class SplitFile:
         """The file that must exist."""
         return (self.file,)
 
-    def read(self, folder: Path, task: str) -> Split | None:
+    def read(self, folder: Path, task: str, num_labels: int) -> Split | None:
         """The fixed split of the file, or None when it is missing."""
         if not (folder / self.file).is_file():
             return None
-        train, evaluation = fixed_split(self.table.read(folder / self.file), task)
+        train, evaluation = fixed_split(self.table.read(folder / self.file, num_labels), task)
         return train, evaluation, f"{self.what} split 80/20 with a fixed seed (not GLUE dev)"
 
 
@@ -164,7 +186,7 @@ class RTEZip:
         """The file that must exist."""
         return (self.file,)
 
-    def read(self, folder: Path, task: str) -> Split | None:
+    def read(self, folder: Path, task: str, num_labels: int) -> Split | None:
         """Every pair of the six XML files, labelled as GLUE labels RTE, then split; None when missing."""
         path = folder / self.file
         if not path.is_file():
@@ -226,7 +248,8 @@ class GlueTask(Task):
     def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
         """Seeded samples of the training split and of the evaluation split."""
         folder = data_dir() / "glue" / self.folder
-        found = next((split for source in self.local if (split := source.read(folder, self.registry_name))), None)
+        found = next((split for source in self.local
+                      if (split := source.read(folder, self.registry_name, self.num_labels))), None)
         if found is not None:
             (train, evaluation, eval_split), source = found, f"local:{folder}"
         else:

@@ -14,6 +14,7 @@ encoder of the released, further-pretrained MLM.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -21,6 +22,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.files import read_utf8
 from bench.core.seeding import numpy_generator
 from bench.data.alignment import word_of_pieces
 from bench.data.examples import data_dir, sample_indices
@@ -32,19 +34,18 @@ TAG_ID = {tag: i for i, tag in enumerate(TAGS)}
 def read_ncbi(path: Path) -> Examples:
     """The sentences of a CoNLL-format NCBI-disease file: texts and tag ids per word."""
     texts, labels, words, tags = [], [], [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                if words:
-                    texts.append(" ".join(words))
-                    labels.append(tags)
-                words, tags = [], []
-                continue
-            if len(fields) != 2 or fields[1] not in TAG_ID:
-                raise BenchError(f"{path}:{number} is not a token and a tag of {', '.join(TAGS)}.")
-            words.append(fields[0])
-            tags.append(TAG_ID[fields[1]])
+    for number, line in enumerate(io.StringIO(read_utf8(path), newline=None), start=1):  # not UTF-8: named
+        fields = line.split()
+        if not fields:
+            if words:
+                texts.append(" ".join(words))
+                labels.append(tags)
+            words, tags = [], []
+            continue
+        if len(fields) != 2 or fields[1] not in TAG_ID:
+            raise BenchError(f"{path}:{number} is not a token and a tag of {', '.join(TAGS)}.")
+        words.append(fields[0])
+        tags.append(TAG_ID[fields[1]])
     if words:
         texts.append(" ".join(words))
         labels.append(tags)

@@ -157,19 +157,35 @@ def read_squad(path: Path) -> list[list[Question]]:
     except (zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
         raise BenchError(f"{path} is not a SQuAD JSON file ({type(exc).__name__}).") from None
     out: list[list[Question]] = []
-    for number, article in enumerate(articles):
-        questions = []
-        for paragraph in article["paragraphs"]:
-            words, starts, ends = word_offsets(paragraph["context"])
-            for qa in paragraph["qas"]:
-                answers = tuple(a["text"] for a in qa["answers"])
-                spans = tuple(covered_words(starts, ends, a["answer_start"], a["answer_start"] + len(a["text"]))
-                              for a in qa["answers"])
-                if answers:
-                    questions.append(Question(" ".join(qa["question"].split()), tuple(words), answers, spans,
-                                              number, qa["id"]))
-        out.append(questions)
+    qa: Any = None
+    try:
+        for number, article in enumerate(articles):
+            questions = []
+            for paragraph in article["paragraphs"]:
+                context = paragraph["context"]
+                words, starts, ends = word_offsets(context)
+                for qa in paragraph["qas"]:
+                    answers = tuple(_answer(path, qa, context, a) for a in qa["answers"])
+                    spans = tuple(covered_words(starts, ends, start, start + len(text)) for text, start in answers)
+                    if answers:
+                        questions.append(Question(" ".join(qa["question"].split()), tuple(words),
+                                                  tuple(text for text, _ in answers), spans, number, qa["id"]))
+            out.append(questions)
+    except (KeyError, TypeError, AttributeError) as exc:
+        where = f"question {qa.get('id')!r}" if isinstance(qa, dict) else "an article"
+        raise BenchError(f"{path} is not a SQuAD v1.1 file: {where} lacks or mistypes {exc}; restore the original "
+                         "download.") from None
     return out
+
+
+def _answer(path: Path, qa: dict, context: str, answer: dict) -> tuple[str, int]:
+    """An answer's text and character start, which must lie in the context and spell the text there."""
+    text, start = answer["text"], answer.get("answer_start")
+    if not isinstance(text, str) or isinstance(start, bool) or not isinstance(start, int) or start < 0 \
+            or context[start:start + len(text)] != text or not text.strip():
+        raise BenchError(f"{path}: question {qa['id']!r} has answer {text!r} at offset {start!r}, where its "
+                         "paragraph does not hold it; correct answer_start or restore the original download.")
+    return text, start
 
 
 # -- the client's context window ----------------------------------------------------------------------

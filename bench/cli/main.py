@@ -28,7 +28,14 @@ err = Console(stderr=True)
 
 PluginOption = typer.Option(None, "--plugin", help="Extra component file to load (repeatable).")
 # one rule for every command: --results-dir, else $BENCH_RESULTS_DIR, else ./bench-results
-ResultsOption = typer.Option(None, "--results-dir", help="Results folder (default: $BENCH_RESULTS_DIR, else "
+def _folder_argument(value: str) -> Path | str:
+    """A folder option's value as a path; an empty one is kept as "" (``Path("")`` would be the working folder),
+    which ``ResultStore`` refuses in one sentence."""
+    return value if not value.strip() else Path(value)
+
+
+ResultsOption = typer.Option(None, "--results-dir", parser=_folder_argument,
+                             help="Results folder (default: $BENCH_RESULTS_DIR, else "
                              "./bench-results); the published board is results/, read or changed only with "
                              "--results-dir results.")
 
@@ -43,7 +50,7 @@ def plain(value: object) -> str:
 
 
 def user_errors(command):
-    """Turn ``BenchError`` into one red sentence and exit code 2."""
+    """Turn ``BenchError``, and an exception raised in a plugin's code, into one red sentence and exit code 2."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -52,6 +59,14 @@ def user_errors(command):
         except BenchError as exc:
             err.print(f"[red]error:[/red] {plain(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(2)
+        except Exception as exc:
+            from bench.core.registry import plugin_fault
+
+            fault = plugin_fault(exc)  # a plugin's own code failed: its file and line, not a traceback
+            if fault is None:
+                raise
+            err.print(f"[red]error:[/red] {plain(fault)}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
 
     return wrapper
 
@@ -92,8 +107,12 @@ def run(
     address: Optional[str] = typer.Option(None, help="With --executor ray: auto (the cluster started on this "
                                           "machine) or HOST:PORT; left out, a small local Ray instance is started."),
     retries: int = typer.Option(2, help="With --executor ray: how many more times a failed cell is tried."),
-    cell_timeout: Optional[float] = typer.Option(None, "--cell-timeout", help="With --executor ray: seconds after "
-                                                 "which a running cell counts as failed (default: no limit)."),
+    cell_timeout: Optional[float] = typer.Option(None, "--cell-timeout", help="With --grid: seconds after which a "
+                                                 "running cell is stopped and counts as failed; the grid goes on "
+                                                 "(default: no limit)."),
+    claim_wait: Optional[float] = typer.Option(None, "--claim-wait", help="With --grid (local): seconds to wait for "
+                                               "a cell another process is running before it counts as failed here "
+                                               "(a stopped process keeps its claim; default: no limit)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --grid: list the cells, which are recorded, and an "
                                  "estimate of each one's time from past records; nothing runs."),
     check: bool = typer.Option(False, "--check", help="Smoke run in seconds: a few examples, one epoch, and what "
@@ -114,6 +133,7 @@ def run(
     from bench.core.params import parse_arg_string
     from bench.engine.reuse import reusing
     from bench.engine.provenance import check_publishable
+    from bench.core.jsontext import strict_json
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.release_store import ReleaseStore
     from bench.results.store import ResultStore
@@ -123,10 +143,16 @@ def run(
     releases = ReleaseStore.configured()  # a bad size limit, or a file where the store goes, is refused here
     if executor not in ("local", "ray"):
         raise BenchError(f"--executor must be local or ray, got '{executor}'.")
-    if grid is None and (executor != "local" or address or dry_run or cell_timeout is not None):
-        raise BenchError("--executor, --address, --cell-timeout and --dry-run apply to grids; use them with --grid.")
-    if executor != "ray" and (address or cell_timeout is not None):
-        raise BenchError("--address and --cell-timeout apply to the Ray executor; add --executor ray.")
+    if grid is None and (executor != "local" or address or dry_run or cell_timeout is not None
+                         or claim_wait is not None):
+        raise BenchError("--executor, --address, --cell-timeout, --claim-wait and --dry-run apply to grids; use them "
+                         "with --grid.")
+    if executor != "ray" and address:
+        raise BenchError("--address applies to the Ray executor; add --executor ray.")
+    if executor == "ray" and claim_wait is not None:
+        raise BenchError("--claim-wait applies to the local executor; Ray schedules each cell once.")
+    if claim_wait is not None and not claim_wait >= 0:  # also refuses nan
+        raise BenchError(f"--claim-wait must be a number of seconds (0 or more), got {claim_wait}.")
     if retries < 0:
         raise BenchError(f"--retries must be at least 0, got {retries}.")
     if cell_timeout is not None and not cell_timeout > 0:  # also refuses nan
@@ -147,7 +173,7 @@ def run(
             _run_grid_ray(grid, store, device, address, retries, cell_timeout, plugin, precision)
         else:
             with reusing(store, reuse, releases), reported:
-                _run_grid(grid, store, shard, device, precision)
+                _run_grid(grid, store, shard, device, precision, cell_timeout, claim_wait)
         return
     if shard:
         raise BenchError("--shard splits a grid; use it with --grid.")
@@ -170,7 +196,7 @@ def run(
     path = store.append(record) if save else None
     try:
         if as_json:
-            print(record.model_dump_json(indent=2))
+            print(strict_json(record.model_dump(mode="json"), indent=2))  # NaN and infinity as null
             if smoke_line(record.notes) is not None:  # stdout holds the JSON alone
                 err.print(plain(smoke_line(record.notes)), highlight=False, soft_wrap=True)
         else:
@@ -211,7 +237,8 @@ def _check_attack_args(attack: str | None, attack_args: str) -> str:
     return ",".join(filter(None, [attack_args, *chosen]))
 
 
-def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None) -> None:
+def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None,
+              cell_timeout: float | None = None, claim_wait: float | None = None) -> None:
     from bench.engine.grid import load_grid, run_grid, shard_of
 
     specs = load_grid(grid, device=device, precision=precision)
@@ -227,7 +254,10 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
         why = " (another process is running it; looked at again after the other cells)" if status == "claimed" else ""
         err.print(f"  {status:8} {plain(spec.label())}{why}{progress.after(status)}", highlight=False, soft_wrap=True)
 
-    ran, skipped = run_grid(specs, store, report, progress.record)
+    def failed(spec, reason: str) -> None:
+        err.print(f"           {plain(reason)}", highlight=False, soft_wrap=True)
+
+    ran, skipped = run_grid(specs, store, report, progress.record, cell_timeout, claim_wait, failed)
     _, problems = store.read()
     for problem in problems:  # e.g. a line edited by hand while the grid ran: skipped, every other record kept
         err.print(f"[yellow]warning:[/yellow] {plain(problem)}; fix or delete that line", highlight=False,
@@ -336,7 +366,7 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
     for row in rows:
         estimate = "?" if row.seconds is None else f"{row.seconds:.1f} s {row.device}"
         runs = "" if row.status != "to run" else f"attack only ({row.reuse})" if row.reuse else "in full"
-        table.add_row(row.spec.label(), row.status, runs, estimate, row.basis)
+        table.add_row(plain(row.spec.label()), row.status, plain(runs), estimate, plain(row.basis))
     (out if out.is_terminal else Console(width=200)).print(table)
     todo = [row for row in rows if row.status == "to run"]
     known = [row.seconds for row in todo if row.seconds is not None]
@@ -392,12 +422,14 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
 
     from bench.models.encoders import ENCODER_NAMES
 
+    from rich.markup import escape
+
     _load_plugins(plugin)
     encoders = Table(title="encoders (--encoder NAME)", title_justify="left")
     for column in ("name", "where from", "what"):
         encoders.add_column(column, style="bold" if column == "name" else None)
     for row in ENCODER_NAMES:
-        encoders.add_row(*row)
+        encoders.add_row(*(escape(c) for c in row))
     out.print(encoders)
     for title, registry in (("tasks", TASKS), ("defenses", DEFENSES), ("attacks", ATTACKS)):
         table = Table(title=title, title_justify="left")
@@ -415,7 +447,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
                 params = "\n".join(
                     f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
                 )
-            table.add_row(name, kinds, params or "-")
+            table.add_row(*(escape(c) for c in (name, kinds, params or "-")))  # a plugin's text is printed literally
         out.print(table)
     pairs = Table(title="compatible defense / attack pairs", title_justify="left")
     pairs.add_column("defense")
@@ -429,7 +461,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
         ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
         if on_weights and rewrites_text(DEFENSES.get(name)):  # the weights a pretraining task releases
             ok.append(f"({', '.join(on_weights)} on pretraining tasks)")
-        pairs.add_row(name, ", ".join(ok) or "-")
+        pairs.add_row(escape(name), escape(", ".join(ok) or "-"))
     out.print(pairs)
 
 
@@ -512,7 +544,8 @@ def backfill(results_dir: Optional[Path] = ResultsOption) -> None:
 
 def _summary_table(board) -> Table:
     """One row per configuration (mean ± std over seeds), then the random guess of each attack, per encoder,
-    evaluation size and attack setting; a train / eval column where the board's cells differ in size."""
+    evaluation size and attack setting; a train / eval column where the board's cells differ in size. Every cell
+    is printed literally (``plain``): record fields may hold Rich markup."""
     from bench.results.views import size_labels, sizes_differ
 
     table = Table(title="means ± std over seeds", title_justify="left")
@@ -537,15 +570,16 @@ def _summary_table(board) -> Table:
                     for m in metrics
                 ]
                 size = size_labels(config.iloc[:1])[0] if sized else None
-                table.add_row(task, name, attack or "-", *([size] if sized else []), str(int(config["n"].max())),
-                              *cells)
+                table.add_row(*(plain(c) for c in (task, name, attack or "-", *([size] if sized else []),
+                                                   str(int(config["n"].max())), *cells)))
             random = setting[setting["metric"].str.startswith("random/")].groupby("metric")["mean"].mean()
             if not random.empty:
                 keys = ["random/" + m.split("/", 1)[1] for m in metrics]
                 cells = [f"{random[k]:.3f}" if k in random.index else "" for k in keys]
                 differ = [f"n_eval {named[k]}" if k == "n_eval" else str(named[k]) for k in varying]
                 label = f"random guess ({', '.join(differ)})" if differ else "random guess"
-                table.add_row(task, label, attack, *([""] if sized else []), "", *cells, style="dim")
+                table.add_row(*(plain(c) for c in (task, label, attack, *([""] if sized else []), "", *cells)),
+                              style="dim")
     return table
 
 
@@ -562,7 +596,9 @@ def dashboard(
     app_path = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
     env = dict(os.environ)
     if results_dir is not None:
-        env["BENCH_RESULTS_DIR"] = str(results_dir.resolve())
+        from bench.results.store import ResultStore
+
+        env["BENCH_RESULTS_DIR"] = str(ResultStore(results_dir).root.resolve())  # an empty --results-dir refused
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.address", "127.0.0.1",
                "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
                "--client.toolbarMode", "viewer"]  # a local board: no "Deploy" button or developer menu

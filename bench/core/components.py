@@ -9,6 +9,7 @@ registry names) are checked when a component registers (``check_declarations``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -16,7 +17,21 @@ import numpy as np
 
 from bench.core.metrics import Metric, check_declared
 from bench.core.releases import Release, ReleaseKind
-from bench.data.examples import TaskData, Text
+from bench.data.examples import TaskData, Text, check_task_data
+
+
+def _schema_checked(load):
+    """``load`` followed by ``bench.data.examples.check_task_data`` (a label outside the task's label set, a
+    non-finite regression label or an empty split is one sentence, never a record)."""
+    if getattr(load, "schema_checked", False):
+        return load
+
+    @functools.wraps(load)
+    def checked(self, *args, **kwargs):
+        return check_task_data(self, load(self, *args, **kwargs))
+
+    checked.schema_checked = True
+    return checked
 
 
 class Task:
@@ -73,6 +88,8 @@ class Task:
         super().__init_subclass__(**kwargs)
         if cls.metrics:
             cls.metric = cls.metrics[0].name
+        if "load" in cls.__dict__:  # every task's data is checked against its schema as it is loaded
+            cls.load = _schema_checked(cls.__dict__["load"])
 
     def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
         """Seeded train and evaluation examples of the requested sizes."""

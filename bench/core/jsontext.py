@@ -26,3 +26,20 @@ def readable_json(value: Any, indent: int = 1, **options: Any) -> str:
         return json.dumps(item, separators=(", ", ": "), **options)
 
     return render(value, 0)
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """``value`` as JSON that strict parsers read: a NaN or an infinity is written as null (``json.dumps`` would
+    write the bare ``NaN`` that JSON does not have); ``options`` go to ``json.dumps``."""
+    import math
+
+    def finite(item: Any) -> Any:
+        if isinstance(item, float) and not math.isfinite(item):
+            return None
+        if isinstance(item, dict):
+            return {key: finite(field) for key, field in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [finite(element) for element in item]
+        return item
+
+    return json.dumps(finite(value), allow_nan=False, **options)

@@ -160,6 +160,24 @@ def load_plugin(path: str | Path) -> str:
     return module_name
 
 
+def plugin_fault(exc: BaseException) -> BenchError | None:
+    """One sentence for an exception raised inside a plugin's code (its innermost frame in a file ``load_plugin``
+    imported: a ``__post_init__``, a ``setup()``, a mechanism), naming the file and line; None when no plugin
+    frame is on the traceback (a fault of the harness keeps its traceback)."""
+    import traceback
+
+    files = {getattr(module, "__file__", None) for name, module in list(sys.modules.items())
+             if name.startswith(PLUGIN_PACKAGE + ".")} - {None}
+    inside = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename in files]
+    if isinstance(exc, BenchError) or not inside:
+        return None
+    frame = inside[-1]
+    message = " ".join(str(exc).split())[:300]
+    return BenchError(f"plugin {frame.filename}:{frame.lineno} raised {type(exc).__name__} in {frame.name}()"
+                      f"{f' ({message})' if message else ''}; fix the plugin and check it with "
+                      f"bench check-plugin {frame.filename}.")
+
+
 def _module_of_file(path: Path) -> str | None:
     """The name of the discovered component module defined by ``path`` (None for a file outside the shipped
     folders, which ``load_plugin`` imports as a plugin)."""

@@ -132,3 +132,43 @@ class AttributeData(TaskData):
                        "attributes": {k: v.tolist() for k, v in sorted(self.attributes.get(name, {}).items())}}
             digest.update(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
         return digest.hexdigest()
+
+
+def check_task_data(task, data: TaskData) -> TaskData:
+    """``data`` checked against ``task``'s declared schema, after every load: each split holds an example, a
+    class label is a whole number in ``0 .. num_labels - 1`` (each tag of a tagged sentence too), a regression
+    label (``num_labels == 1``) is a finite number; other labels (trees, answer records) are the task's own, as
+    are a pretraining task's (its ``num_labels`` are its utility tagger's). Raises ``BenchError`` naming the task,
+    its source, the split and the example."""
+    from bench.core.errors import BenchError
+
+    name, classes = task.registry_name, int(task.num_labels)
+    server_labels = "pretraining" not in getattr(task, "protocols", ())
+    splits = {"training": data.train, "evaluation": data.eval}
+    if isinstance(data, AttributeData):
+        splits.update(query=data.queries, auxiliary=data.auxiliary, attribute=data.attribute_eval)
+    for split, examples in splits.items():
+        if examples is None:
+            continue
+        if len(examples) == 0:
+            raise BenchError(f"task '{name}' loaded no example for its {split} split from {data.source}; check that "
+                             "its data files hold rows (not only a header) or restore the original download.")
+        for index, label in enumerate(examples.labels if server_labels else ()):
+            bad = _bad_label(label, classes)
+            if bad is not None:
+                wanted = "a finite number" if classes == 1 else f"a class from 0 to {classes - 1}"
+                raise BenchError(f"task '{name}' loaded from {data.source}: {split} example {index} has label "
+                                 f"{bad}, not {wanted}; fix the data file or restore the original download.")
+    return data
+
+
+def _bad_label(label: Any, classes: int) -> Any:
+    """The offending value of one label (a number, or a sequence of tag numbers), or None when it fits."""
+    if isinstance(label, (list, tuple, np.ndarray)) and np.ndim(label) == 1 and classes > 1:
+        return next((value for value in label if _bad_label(value, classes) is not None), None)
+    if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, float, np.integer, np.floating)):
+        return None  # not a number: the task's own kind of label
+    value = float(label)
+    if classes == 1:
+        return None if np.isfinite(value) else label
+    return None if np.isfinite(value) and value == int(value) and 0 <= value < classes else label

@@ -4,7 +4,8 @@
 it passes): it is a dataclass whose parameters have defaults and one-line comments; its module
 docstring has a summary line (and, for defenses and attacks, ``Paper:`` and ``Threat model:``); its
 declarations hold; a defense built twice from its defaults describes the same public mechanism and
-releases the same output from the same seed; bad numeric values are refused with ``BenchError``.
+releases the same output from the same seed, of the type, rows and finite numbers the engine checks
+(``bench.engine.sanity.guard``); bad numeric values are refused with ``BenchError``.
 Findings that may be intended (no invalid value refused at all) go to ``warnings`` instead.
 ``check_file(path)`` loads a plugin file and checks each component it registers (``bench check-plugin``).
 """
@@ -124,9 +125,10 @@ def _check_fields(cls: type, problems: list[str]) -> bool:
 
 def _check_defense_determinism(cls: type) -> list[str]:
     from bench.core.components import OutputDefense, RepresentationDefense, TokenDefense
+    from bench.engine.sanity import guard
 
     problems = []
-    first, second = cls(), cls()
+    first, second = guard(cls()), guard(cls())  # what each method returns is checked as the engine checks it
     if issubclass(cls, OutputDefense):
         try:
             if first.output_mechanism().describe() != second.output_mechanism().describe():
@@ -157,7 +159,7 @@ def _check_defense_determinism(cls: type) -> list[str]:
         try:
             if first.representation_mechanism().describe() != second.representation_mechanism().describe():
                 problems.append("representation_mechanism().describe() differs between two builds from defaults")
-            outputs = [_hide_once(cls()) for _ in range(2)]
+            outputs = [_hide_once(guard(cls())) for _ in range(2)]
             if not _same(outputs[0], outputs[1]):
                 problems.append("hide_batch differs between two runs from the same seed")
         except Exception as exc:  # noqa: BLE001
@@ -171,7 +173,8 @@ def _hide_once(defense) -> Any:
     defense.setup(8, torch.Generator().manual_seed(0))
     reps = torch.linspace(-1, 1, 48, dtype=torch.float32).reshape(6, 8)
     targets = torch.nn.functional.one_hot(torch.tensor([0, 1, 0, 1, 1, 0]), 2).float()
-    return defense.hide_batch(reps, targets, torch.Generator().manual_seed(0))
+    hidden = defense.hide_batch(reps, targets, torch.Generator().manual_seed(0))
+    return hidden, defense.hide_inference(reps, torch.Generator().manual_seed(1))
 
 
 def _same(a: Any, b: Any) -> bool:

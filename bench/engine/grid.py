@@ -17,12 +17,13 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from bench.core.errors import BenchError
 from bench.core.spec import RunSpec
@@ -247,6 +248,9 @@ def run_grid(
     store: ResultStore,
     on_cell: Callable[[RunSpec, str], None] | None = None,
     on_record: Callable[[RunSpec, ResultRecord], None] | None = None,
+    cell_timeout: float | None = None,
+    claim_wait: float | None = None,
+    on_failure: Callable[[RunSpec, str], None] | None = None,
 ) -> tuple[int, int]:
     """Run every cell without a stored record, appending each as it finishes (``on_record`` is shown it, then
     ``on_cell`` is told each cell's status).
@@ -255,43 +259,113 @@ def run_grid(
     store (``--shard``, or two copies of the same grid) never run a cell twice: a cell is claimed
     (``ResultStore.claim``) and the store read again before it runs. A cell another process holds is put
     off (status "claimed") and, after every other cell, waited for: skipped if that process recorded it,
-    run here if it died first.
+    run here if it died first. A cell that fails (bad input, a plugin's fault, a bug) is not recorded
+    (status "failed") and the grid goes on; after the last cell, ``BenchError`` names the failures and how
+    many cells were recorded, and running the grid again retries only those. A store that cannot be written
+    still stops the grid at once. Bounds the user sets: ``cell_timeout`` seconds for each cell's run (then it
+    fails), ``claim_wait`` seconds of waiting for a cell another process holds (a stopped process keeps its
+    claim: then it fails here, and a later run takes it up); None waits without bound. ``on_failure`` is told
+    each failed cell's reason as it fails.
     """
     specs = list(specs)
     store.check_writable({s.defense for s in specs})  # before the first cell, so no finished cell is lost
     done = store.completed()
-    counts = {"done": 0, "skipped": 0}
-    deferred = []
-    for spec in specs:
-        status = _claim_and_run(spec, store, done, wait=False, on_record=on_record)
-        if status == "claimed":
-            deferred.append(spec)
-        else:
-            counts[status] += 1
-        if on_cell:
-            on_cell(spec, status)
-    for spec in deferred:  # held by another process on the first pass: wait for it, then look again
-        status = _claim_and_run(spec, store, done, wait=True, on_record=on_record)
-        counts[status] += 1
-        if on_cell:
-            on_cell(spec, status)
+    counts = {"done": 0, "skipped": 0, "failed": 0}
+    deferred, failures = [], []
+    for wait, cells in ((False, specs), (True, deferred)):  # held by another process at first: waited for after
+        for spec in cells:
+            try:
+                status = _claim_and_run(spec, store, done, wait=(claim_wait if claim_wait is not None else True)
+                                        if wait else False, on_record=on_record, cell_timeout=cell_timeout)
+            except _CellFailed as failure:
+                status = "failed"
+                failures.append(f"{spec.label()}: {failure.reason.rstrip('.')}")
+            if status == "claimed":
+                deferred.append(spec)
+            else:
+                counts[status] += 1
+            if on_cell:
+                on_cell(spec, status)
+            if status == "failed" and on_failure:
+                on_failure(spec, failures[-1].split(": ", 1)[1])
+    if failures:
+        more = f" and {len(failures) - 1} more" if len(failures) > 1 else ""
+        raise BenchError(f"{len(failures)} of {len(specs)} cells failed and were not recorded (first: {failures[0]}"
+                         f"{more}); {counts['done']} ran and {counts['skipped']} were already recorded in "
+                         f"{store.records_dir}; fix the cause and run the grid again to retry only the failed cells.")
     return counts["done"], counts["skipped"]
 
 
-def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool, on_record=None) -> str:
-    """Run one cell unless it is recorded ("skipped") or another process holds it ("claimed"); "done" after."""
+class CellTimeout(BenchError):
+    """A cell ran longer than the grid's ``--cell-timeout``."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise ``CellTimeout`` in the block once ``seconds`` of wall-clock time pass (None: no limit). A real-time
+    timer's signal interrupts the cell between Python steps (a long native call finishes its step first); only the
+    main thread can set it, so elsewhere the block runs without a limit."""
+    import signal
+    import threading
+
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CellTimeout(f"it ran longer than --cell-timeout {seconds:g} s and was stopped")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _CellFailed(Exception):
+    """A cell's own run failed; ``reason`` is one sentence (the grid records the others and reports it)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _cell_failure(exc: Exception) -> str:
+    """One sentence for why a cell failed: the user error's, the plugin's file and line, else the exception."""
+    from bench.core.registry import plugin_fault
+
+    if isinstance(exc, BenchError):
+        return str(exc)
+    fault = plugin_fault(exc)
+    return str(fault) if fault is not None else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def _claim_and_run(spec: RunSpec, store: ResultStore, done: set, wait: bool | float, on_record=None,
+                   cell_timeout: float | None = None) -> str:
+    """Run one cell unless it is recorded ("skipped") or another process holds it ("claimed"); "done" after.
+    A failure of the cell's own run (or its timeout, or a wait for its claim that ran out) raises ``_CellFailed``;
+    one of the store is raised as it is."""
     key = cell_key(spec)
     if key not in done:
         done |= store.completed()
     if key in done:
         return "skipped"
     with store.claim(key, wait=wait) as held:
+        if not held and wait is not False:
+            raise _CellFailed(f"another process still held it after {wait:g} s of waiting (--claim-wait); if that "
+                              "process is stopped, resume or end it")
         if not held:
             return "claimed"
         done |= store.completed()  # the previous holder may have finished it
         if key in done:
             return "skipped"
-        record = run_cell(spec)
+        try:
+            with time_limit(cell_timeout):
+                record = run_cell(spec)
+        except Exception as exc:  # noqa: BLE001 - any failure of one cell; Ctrl-C (KeyboardInterrupt) still stops
+            raise _CellFailed(_cell_failure(exc)) from exc
         store.append(record)
         store.finish_claim(key)
         if on_record is not None:

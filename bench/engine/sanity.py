@@ -144,11 +144,31 @@ def mechanism_output(owner: str, method: str, value: Any, rows: int, kind: str =
                          "arithmetic for these parameters.")
 
 
+def token_output(owner: str, value: Any, rows: int) -> None:
+    """A token mechanism's ``privatize`` must return a list of ``rows`` NumPy arrays (released ids, or vectors)
+    holding finite numbers; otherwise one sentence naming the defense."""
+    who = f"the token mechanism of {owner}"
+    if not isinstance(value, (list, tuple)):
+        raise BenchError(f"{who} returned {type(value).__name__} from privatize, not a list of {rows} id arrays; it "
+                         "must return one array per input sentence.")
+    if len(value) != rows:
+        raise BenchError(f"{who} returned {len(value)} sentences from privatize for {rows}; it must return one "
+                         "array per input sentence.")
+    for row in value:
+        if not isinstance(row, np.ndarray) or row.dtype.kind not in "iuf":
+            raise BenchError(f"{who} returned a {type(row).__name__} for a sentence, not a NumPy array of ids (or "
+                             "vectors); it must return one array per input sentence.")
+    if non_finite(list(value)):
+        raise BenchError(f"{who} returned NaN or infinite values from privatize, so nothing is recorded; check its "
+                         "arithmetic for these parameters.")
+
+
 def guard(defense: Any) -> Any:
     """Wrap, on this instance, the methods whose results leave the client (``hide``, ``hide_batch``,
-    ``hide_inference``, ``client_transform``'s transforms, ``answer``) so that each result is checked as it is
-    returned (``mechanism_output``); returns ``defense``."""
-    from bench.core.components import OutputDefense, RepresentationDefense
+    ``hide_inference``, ``client_transform``'s transforms, ``answer``, the ``privatize`` of each token mechanism
+    it builds) so that each result is checked as it is returned (``mechanism_output``, ``token_output``); returns
+    ``defense``."""
+    from bench.core.components import OutputDefense, RepresentationDefense, TokenDefense
 
     owner = f"defense '{getattr(type(defense), 'registry_name', type(defense).__name__)}'"
 
@@ -187,4 +207,20 @@ def guard(defense: Any) -> Any:
             return out
 
         defense.answer = checked_answer
+    if isinstance(defense, TokenDefense):
+        token_mechanism = defense.token_mechanism
+
+        def checked_mechanism(*more, **named):
+            mechanism = token_mechanism(*more, **named)
+            privatize = mechanism.privatize
+
+            def checked_privatize(ids, space, rng, *rest, **keywords):
+                out = privatize(ids, space, rng, *rest, **keywords)
+                token_output(owner, out, len(ids))
+                return out
+
+            mechanism.privatize = checked_privatize
+            return mechanism
+
+        defense.token_mechanism = checked_mechanism
     return defense

@@ -36,6 +36,7 @@ import numpy as np
 from filelock import FileLock
 
 from bench.core import smoke
+from bench.core.files import verified
 from bench.core.params import require
 from bench.models.cache import cache_root, scratch_instead
 from bench.models.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
@@ -229,14 +230,14 @@ def adapt_encoder(mechanism, encoder_name: str, config: AdaptationConfig, device
     smoke.note(f"{config.objective} adaptation of {encoder_name}, {config.steps} steps on {config.corpus_size} "
                f"sentences (key {key})")
     target = cache_root() / "adapted" / key
-    if (target / "adaptation.json").is_file():
+    if verified(target, "adaptation.json", "adapted checkpoint"):
         return target
     root = scratch_instead(cache_root())  # an unwritable cache: warned once, the checkpoint lives for this run
     target = root / "adapted" / key
     locks = root / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint
-        if not (target / "adaptation.json").is_file():
+        if not verified(target, "adaptation.json", "adapted checkpoint"):
             _pretrain(mechanism, encoder_name, config, corpus, device, task, target)
     return target
 

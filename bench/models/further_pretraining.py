@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.core import smoke
+from bench.core.files import verified
 from bench.core.params import require
 
 VERSION = 1  # of the recipe, in the cache key
@@ -73,7 +74,7 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
     locks = cache_root() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"pretrained-{key}.lock"):
-        if not (target / INFO_FILE).is_file():
+        if not verified(target, INFO_FILE, "further-pretrained checkpoint"):
             _build(budget, sentences, target, key, progress)
     info = json.loads((target / INFO_FILE).read_text(encoding="utf-8"))
     smoke.note(f"further pretraining {info['steps']} steps (key {key})")

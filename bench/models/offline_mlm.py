@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bench.core import smoke
+from bench.core.files import verified
 from bench.core.machine import cpu_model
 from bench.core.params import require
 from bench.core.progress import note, progress_bar
@@ -417,12 +418,12 @@ def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = ()
     sentences, description, corpus_hash = public_corpus(recipe.corpus, exclude_task=recipe.exclude_task or None)
     key = mlm_key(recipe, corpus_hash)
     target = cache_root() / "mlm" / key
-    if (target / INFO_FILE).is_file():
+    if verified(target, INFO_FILE, "offline MLM"):
         return target
     locks = cache_root() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"mlm-{key}.lock"):
-        if not (target / INFO_FILE).is_file():
+        if not verified(target, INFO_FILE, "offline MLM"):
             _build(recipe, sentences, description, corpus_hash, checkpoints, progress, target)
     return target
 

@@ -114,14 +114,17 @@ def summarize(store: ResultStore) -> tuple[Path, int, list[CorruptLine]]:
     """Write the leaderboard; returns (path, rows written, corrupt lines skipped). A store with nothing to read (no
     cell ran into it) is refused, as ``bench report`` refuses it, rather than given an empty leaderboard."""
     from bench.core.errors import BenchError
+    from bench.core.files import atomic_writer, output_file
 
+    path = output_file(store.leaderboard_path, "the leaderboard")  # a folder there, or no write access: said first
     records, problems = store.read()
     if not records and not problems:
         raise BenchError(f"no records in {store.records_dir}: run `bench run ...` first.")
     table = leaderboard_frame(records)
-    from bench.core.files import atomic_writer
-
-    path = store.leaderboard_path
-    with atomic_writer(path) as handle:
-        table.to_csv(handle, index=False, float_format="%.6g")
+    try:
+        with atomic_writer(path) as handle:
+            table.to_csv(handle, index=False, float_format="%.6g")
+    except OSError as exc:  # a full or read-only disk: the old leaderboard stays as it was
+        raise BenchError(f"cannot write the leaderboard {path} ({exc.strerror or exc}); the records are unchanged "
+                         "and the previous leaderboard is kept.") from None
     return path, len(table), problems

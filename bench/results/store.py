@@ -66,6 +66,9 @@ class ResultStore:
     """Records under ``<root>/records/<defense>.jsonl`` and the leaderboard beside them."""
 
     def __init__(self, root: Path | str | None = None) -> None:
+        if isinstance(root, str) and not root.strip():  # Path("") is the working folder: never a silent default
+            raise BenchError("--results-dir is empty; name a results folder, or leave the option out for "
+                             "$BENCH_RESULTS_DIR, else ./bench-results.")
         self.root = Path(root) if root is not None else default_results_dir()
         self.records_dir = self.root / "records"
         self.claims_dir = self.root / "claims"
@@ -160,12 +163,14 @@ class ResultStore:
         return self.claims_dir / f"{digest}.lock"
 
     @contextlib.contextmanager
-    def claim(self, key: tuple, wait: bool = False) -> Iterator[bool]:
+    def claim(self, key: tuple, wait: bool | float = False) -> Iterator[bool]:
         """Claim cell ``key`` for this process while the block runs; yields False when another process holds it
-        (``wait``: block until it is free instead). The holder must read the store again before running the
-        cell, since the previous holder may have finished it; see the module docstring for the rule."""
+        (``wait``: block until it is free instead, or at most ``wait`` seconds when a number). The holder must read
+        the store again before running the cell, since the previous holder may have finished it; see the module
+        docstring for the rule."""
         self.claims_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.claim_path(key)), timeout=-1 if wait else 0)
+        timeout = 0 if wait is False else -1 if wait is True else max(float(wait), 0.0)
+        lock = FileLock(str(self.claim_path(key)), timeout=timeout)
         try:
             lock.acquire()
         except Timeout:

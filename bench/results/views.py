@@ -241,15 +241,19 @@ def display_columns(table: pd.DataFrame, board: pd.DataFrame, headline: str | No
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A GitHub Markdown table of ``frame`` (floats to ``digits`` places, missing values empty)."""
+    """A GitHub Markdown table of ``frame`` (floats to ``digits`` places, missing values empty). Text is shown
+    literally: ``&``, ``<`` and ``>`` as HTML entities (a record's ``<script>`` is never raw HTML in the page),
+    ``|`` escaped."""
+    import html
+
     def cell(value) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return ""
         if isinstance(value, float):
             return f"{value:.{digits}f}"
-        return str(value).replace("|", "\\|")
+        return html.escape(str(value), quote=False).replace("|", "\\|")
 
-    lines = ["| " + " | ".join(str(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines = ["| " + " | ".join(cell(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines)
 
