@@ -475,11 +475,10 @@ def _timing_dict(report: PerfReport, timing: Timing) -> dict[str, Any]:
 
 def write_json(report: PerfReport, path: Path) -> None:
     """Write ``report_dict(report)`` to ``path`` (parents created; atomically)."""
-    import json
-
     from bench.core.files import write_text_atomic
+    from bench.core.jsontext import strict_json
 
-    write_text_atomic(path, json.dumps(report_dict(report), indent=2) + "\n")
+    write_text_atomic(path, strict_json(report_dict(report), indent=2) + "\n")  # NaN and infinity as null
 
 
 def perf_table(report: PerfReport):

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bench.core.errors import BenchError
 from bench.core.files import output_file
+from bench.core.jsontext import strict_json
 from bench.core.smoke import describe as smoke_line
 from bench.core.progress import reporting
 from bench.models.offline_mlm import MLMRecipe
@@ -133,7 +134,6 @@ def run(
     from bench.core.params import parse_arg_string
     from bench.engine.reuse import reusing
     from bench.engine.provenance import check_publishable
-    from bench.core.jsontext import strict_json
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.release_store import ReleaseStore
     from bench.results.store import ResultStore
@@ -684,7 +684,6 @@ def perf(
 
 
 def _perf_ndd(encoder, sentences, loop_sentences, candidates, mu, seed, json_path, bf16=False) -> None:
-    import json
 
     from bench.analysis.ndd_perf import ndd_table, run_ndd_perf
     from bench.core.files import write_text_atomic
@@ -693,12 +692,11 @@ def _perf_ndd(encoder, sentences, loop_sentences, candidates, mu, seed, json_pat
                        progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(ndd_table(row))
     if json_path is not None:
-        write_text_atomic(json_path, json.dumps(row, indent=2, default=str))
+        write_text_atomic(json_path, strict_json(row, indent=2, default=str))
         out.print(f"wrote {json_path}", highlight=False)
 
 
 def _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size, encoder, seed, json_path) -> None:
-    import json
 
     from bench.analysis.adaptation_perf import adaptation_table, run_adaptation_perf
     from bench.analysis.perf import machine_info
@@ -708,8 +706,8 @@ def _perf_adaptation(defense, objective, defense_args, steps, warmup, batch_size
                                progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     (out if out.is_terminal else Console(width=160)).print(adaptation_table(rows))
     if json_path is not None:
-        write_text_atomic(json_path, json.dumps({"machine": machine_info(), "encoder": encoder, "rows": rows},
-                                                indent=2, default=str))
+        write_text_atomic(json_path, strict_json({"machine": machine_info(), "encoder": encoder, "rows": rows},
+                                                 indent=2, default=str))
         out.print(f"wrote {json_path}", highlight=False)
 
 

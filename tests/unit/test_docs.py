@@ -29,12 +29,10 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
 import typer
 from typer.testing import CliRunner
 
 from bench.cli.main import app, write_pages
-from bench.results.leaderboard import aggregate, seed_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES_COMMAND = "bench report --results-dir results --pages docs/results"

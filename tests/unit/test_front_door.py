@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import bench
 from bench.cli.main import app
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.migrations import portable_source
