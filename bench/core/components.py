@@ -344,6 +344,13 @@ class Attack:
     check_args: ClassVar[dict[str, Any]] = {}
 
     @classmethod
+    def version_for(cls, args: dict[str, Any]) -> str:
+        """The version of the cells run with parameters ``args`` (as a spec keeps them: defaults may be absent).
+        Default ``version``; a change that moves only some settings' figures overrides this (as
+        ``Defense.version_for``), so that only those settings' recorded cells are superseded and re-run."""
+        return cls.version
+
+    @classmethod
     def check_declarations(cls) -> None:
         """Called at registration: the attack declares the release kinds it accepts and its metrics."""
         from bench.core.errors import BenchError

@@ -314,5 +314,5 @@ def component_versions(spec: RunSpec) -> str:
     """``task@v defense@v attack@v`` for a spec, in the form records keep."""
     defense = DEFENSES.get(spec.defense).version_for(spec.defense_args)
     parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{defense}"]
-    parts.append(f"{spec.attack}@{ATTACKS.get(spec.attack).version}" if spec.attack else "")
+    parts.append(f"{spec.attack}@{ATTACKS.get(spec.attack).version_for(spec.attack_args)}" if spec.attack else "")
     return " ".join(parts)
