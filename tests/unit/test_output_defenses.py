@@ -192,3 +192,18 @@ def test_blog_splits_by_author(monkeypatch, tmp_path):
             ids = [int(text.split()[0][len("author"):]) for text in split.texts]  # attributes follow their posts
             assert list(data.attributes[name]["gender"]) == [int(i % 2 == 0) for i in ids]
             assert list(data.attributes[name]["age"]) == [i % 3 for i in ids]
+
+
+def test_aia_micro_f1_leaves_out_a_three_class_attribute_whose_targets_hold_two_classes():
+    """Blog's age group has three classes; split by author, an attacked set may hold two of them (crashed scoring);
+    with one binary attribute left, micro F1 is still its positive class's F1 (not the accuracy)."""
+    from types import SimpleNamespace
+
+    from attacks.aia import AttributeInference
+
+    truth = SimpleNamespace(attributes={"gender": np.array([1, 1, 0, 0]), "age": np.array([0, 1, 0, 1])})
+    attack = AttributeInference()
+    attack.classes = {"gender": {0, 1}, "age": {0, 1, 2}}  # as the auxiliary set holds them
+    for age_guess in ([0, 2, 0, 1], [0, 1, 1, 1]):  # a guess of the third class, or none
+        scores = attack.score({"gender": np.array([1, 0, 0, 0]), "age": np.array(age_guess)}, truth, None)
+        assert scores["micro_f1"] == pytest.approx(2 / 3)  # gender alone: precision 1, recall 1/2
