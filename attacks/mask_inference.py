@@ -62,9 +62,8 @@ class MaskInference(Attack):
         Metric("mlm_top1", True, "the attacker's masked LM: top-1 accuracy at masked held-out public text"),
     )
 
-    # the attacker's MLM: minilm-mlm (trained offline), minilm-mlm@N, a hub id with its pretrained head, or the
-    # ablation minilm-untrained (a fresh head, never trained)
-    mlm: str = "minilm-mlm"
+    # minilm-mlm@N, a hub id (bert-base-uncased: its pretrained head), or the ablation minilm-untrained (a fresh head)
+    mlm: str = "minilm-mlm"  # the attacker's MLM: by default minilm trained offline as a masked LM
     checkpoint: str = ""  # a directory saved by bench.models.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
     batch_size: int = within(64, "[1, 65536]")  # masked rows per forward pass
     max_sentences: int = within(0, "[0, 1e9]")  # attack (and score) only the first N released sentences (0 = all)
