@@ -77,6 +77,8 @@ class AttributeInference(Attack):
     seed: int = within(0, "[0, 4294967295]")  # seeds the imitation's initialisation, batch order and the attribute MLPs
     run_notes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     measure: str = field(default="accuracy", init=False, repr=False, compare=False)  # the release's Table 4 measure
+    # each attribute's values in the auxiliary set (set with the release): with the targets' they say if it is binary
+    classes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         require(0 < self.budget <= 1, f"aia budget must lie in (0, 1] (a share of the 1x query pool), got "
@@ -120,6 +122,7 @@ class AttributeInference(Attack):
         access = release.data
         names = self._names(access)
         self.measure = access.measure
+        self._note_classes(access, names)
         with one_thread():
             return self._attack(access, names, public.encoder)
 
@@ -191,11 +194,17 @@ class AttributeInference(Attack):
         """Each attribute's majority class in the auxiliary set, for every target."""
         access = release.data
         self.measure = access.measure
+        self._note_classes(access, self._names(access))
         out = {}
         for name in self._names(access):
             classes, counts = np.unique(access.auxiliary_attributes[name], return_counts=True)
             out[name] = np.full(len(access.targets), classes[counts.argmax()])
         return out
+
+    def _note_classes(self, access, names: list[str]) -> None:
+        """The values each attribute takes in the auxiliary set: with the targets' and the guesses', they say whether
+        it is binary (a three-class attribute whose targets happen to hold two classes is not)."""
+        self.classes = {name: set(np.unique(access.auxiliary_attributes[name]).tolist()) for name in names}
 
     def score(self, guesses: dict[str, np.ndarray], truth, public: PublicKnowledge) -> dict[str, float]:
         """Per-attribute accuracy, macro F1 and majority rate; their means; micro F1; Table 4's figure."""
@@ -211,15 +220,16 @@ class AttributeInference(Attack):
             scores[f"{name}_accuracy"] = float(np.mean(guess == true))
             scores[f"{name}_macro_f1"] = float(f1_score(true, guess, average="macro", zero_division=0))
             scores[f"{name}_majority"] = float(np.unique(true, return_counts=True)[1].max() / len(true))
-            if set(np.unique(true)) <= {0, 1}:
+            if set(np.unique(true).tolist()) | set(np.unique(guess).tolist()) | \
+                    self.classes.get(name, set()) <= {0, 1}:
                 binary_true.append(true)
                 binary_guess.append(guess)
         for what in ("accuracy", "macro_f1", "majority"):
             scores[what] = float(np.mean([scores[f"{name}_{what}"] for name in guesses]))
-        if binary_true:
-            scores["micro_f1"] = float(f1_score(np.stack(binary_true, 1).astype(int),
-                                                np.stack(binary_guess, 1).astype(int), average="micro",
-                                                zero_division=0))
+        if binary_true:  # pooled by hand: sklearn reads a single binary column as two classes (micro F1 = accuracy)
+            true, guess = np.concatenate(binary_true) == 1, np.concatenate(binary_guess) == 1
+            found, wrong = int(np.sum(true & guess)), int(np.sum(true != guess))
+            scores["micro_f1"] = 2 * found / (2 * found + wrong) if found or wrong else 0.0
         x = scores["micro_f1"] if self.measure == "micro_f1" and "micro_f1" in scores else scores["accuracy"]
         scores["table4"] = 100.0 * (1.0 - x)
         return scores

@@ -3,12 +3,16 @@
 Paper: Xiang Yue, Minxin Du, Tianhao Wang, Yaliang Li, Huan Sun, Sherman S. M. Chow. "Differential
 Privacy for Text Analytics via Natural Text Sanitization." Findings of ACL 2021 (their mask token
 inference attack).
-Threat model: the adversary holds a released (sanitized) text and a public masked LM — a hub checkpoint
-with its pretrained head, minilm with a fresh head tied to its input embeddings, or a saved (e.g.
-privacy-adapted) MLM (``checkpoint``), or ``mlm`` adapted by the attacker to the release's public
-mechanism and parameters (``adapted``: Qu et al. 2021 §3.4's pretraining, the very checkpoint a server
-adapting to that mechanism uses, so a record shows whether adaptation helps the attacker too) — and the
-public token space the release was made in. For each
+Threat model: the adversary holds a released (sanitized) text and a public masked LM — by default
+``minilm-mlm``, the offline encoder's MLM trained here on public text (``bench.models.offline_mlm``; no
+pretrained MLM head of it can be installed offline), online a hub checkpoint with its pretrained head (e.g.
+``mlm=bert-base-uncased``, the paper's kind of attacker), or a saved (e.g. privacy-adapted) MLM
+(``checkpoint``), or ``mlm`` adapted by the attacker to the release's public mechanism and parameters
+(``adapted``: Qu et al. 2021 §3.4's pretraining, the very checkpoint a server adapting to that mechanism
+uses, so a record shows whether adaptation helps the attacker too) — and the public token space the
+release was made in. ``mlm=minilm-untrained`` (minilm with a fresh head tied to its input embeddings,
+never trained) is an ablation only: it recovers nothing, from raw text as from sanitized text, so it
+measures no defense. For each
 position of each released sentence it replaces the released token by [MASK] (one model row per
 position; the context is the rest of the released sentence, and for a sentence pair the partner
 sentence too) and takes the MLM's most probable regular token as its guess of the original token
@@ -34,6 +38,7 @@ from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, 
 from bench.core.params import added_later
 from bench.data.examples import flatten_segments
 
+UNTRAINED = "minilm-untrained"  # the ablation's mlm value: minilm with a fresh, untrained head (load_mlm "minilm")
 HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.data.public_corpus.held_out)
 UNMAPPED = -2  # a guess that is no token of the space: never equals a true id (a missing word is -1)
 
@@ -51,12 +56,14 @@ class MaskInference(Attack):
     """Each released token masked in turn; the MLM's top-1 regular token is the guess of the original."""
 
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
+    version: ClassVar[str] = "2"  # 2: the default attacker is the trained offline MLM (was minilm's untrained head)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("token_accuracy", True, "fraction of the attacked tokens the MLM recovers at their position"),
         Metric("mlm_top1", True, "the attacker's masked LM: top-1 accuracy at masked held-out public text"),
     )
 
-    mlm: str = "minilm"  # the attacker's MLM: a hub id (pretrained head), minilm (fresh head) or minilm-mlm (trained)
+    # minilm-mlm@N, a hub id (bert-base-uncased: its pretrained head), or the ablation minilm-untrained (a fresh head)
+    mlm: str = "minilm-mlm"  # the attacker's MLM: by default minilm trained offline as a masked LM
     checkpoint: str = ""  # a directory saved by bench.models.mlm.MaskedLM.save (e.g. privacy-adapted); overrides mlm
     batch_size: int = within(64, "[1, 65536]")  # masked rows per forward pass
     max_sentences: int = within(0, "[0, 1e9]")  # attack (and score) only the first N released sentences (0 = all)
@@ -64,6 +71,11 @@ class MaskInference(Attack):
     # the release's own public mechanism and parameters, the checkpoint the server would adapt to (cached)
     adapted: str = added_later("")  # vanilla, prob or denoising: adapt mlm to the release's mechanism; empty = no
     adapted_steps: int = within(300, "[1, 1e8]", later=True)  # that adaptation's optimizer steps
+
+    @classmethod
+    def version_for(cls, args: dict, kind=None) -> str:
+        """1 for an adapted attacker: it adapts ``mlm`` as before, so its recorded cells stand."""
+        return "1" if args.get("adapted") else cls.version
 
     def __post_init__(self) -> None:
         from bench.models.adaptation import OBJECTIVES
@@ -87,12 +99,20 @@ class MaskInference(Attack):
         from bench import BenchError
         from bench.models.loading import check_model_name
 
-        if self.checkpoint or self.mlm == "minilm-mlm":  # minilm-mlm is trained offline on first use
-            return
+        from bench.models.mlm import check_mlm_name
+        from bench.models.offline_mlm import offline_steps
+
+        if self.checkpoint or self.mlm == UNTRAINED or offline_steps(self.mlm) is not None:
+            return  # minilm-mlm is trained offline on first use
         if self.mlm.startswith("mock") or self.mlm == "bilstm":
             raise BenchError(f"mask-inference mlm='{self.mlm}' has no WordPiece transformer to use as a masked LM; "
-                             "use minilm, minilm-mlm or a hub id such as bert-base-uncased.")
+                             "use minilm-mlm or a hub id such as bert-base-uncased.")
+        if self.mlm == "minilm" and not self.adapted:  # adapted, minilm's head is trained by the adaptation
+            raise BenchError(f"mask-inference mlm=minilm would attack with an untrained head; use minilm-mlm (the "
+                             f"default: trained offline), or mlm={UNTRAINED} to run that head as an ablation.")
         check_model_name(self.mlm, f"mask-inference mlm='{self.mlm}', the attacker's masked LM,")
+        if not self.adapted:  # an adapted attacker trains the head itself
+            check_mlm_name(self.mlm)
 
     def _load(self, public: PublicKnowledge, release: Release | None = None):
         """The attacker's MLM, loaded once (``release`` names the mechanism an ``adapted`` MLM is adapted to)."""
@@ -105,8 +125,8 @@ class MaskInference(Attack):
             elif self.adapted:
                 name = self._adapted_checkpoint(release, public, device)
             else:
-                name = self.mlm
-            self._model = load_mlm(name, device)
+                name = "minilm" if self.mlm == UNTRAINED else self.mlm
+            self._model = load_mlm(name, device, task=public.task)  # minilm-mlm never trained on the task's text
         return self._model
 
     def _adapted_checkpoint(self, release: Release | None, public: PublicKnowledge, device: str) -> str:
@@ -120,7 +140,8 @@ class MaskInference(Attack):
             raise BenchError("mask-inference adapted= works in the encoder's WordPiece space; the release was made "
                              "in a word-vector space.")
         config = AdaptationConfig(self.adapted, self.adapted_steps)
-        return str(adapt_encoder(release.mechanism.fresh(), self.mlm, config, device, public.task))
+        name = "minilm" if self.mlm == UNTRAINED else self.mlm
+        return str(adapt_encoder(release.mechanism.fresh(), name, config, device, public.task))
 
     def _segments(self, release: Release, space) -> tuple[list, list]:
         """The attacked segments (ids or strings) and, for a pair, the partner segment and which comes first."""

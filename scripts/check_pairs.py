@@ -5,7 +5,7 @@ empty cache, and print a table slowest first.
         [--task T ...] [--defense D ...] [--attack A ...] [--timeout 600] [--json out.json]
 
 The cells are every task x defense x attack that ``make_spec`` accepts at ``--check``'s sizes, plus the variants
-whose artefacts differ (``VARIANTS``: mask inference with the offline MLM or adapted to the release, a server with
+whose artefacts differ (``VARIANTS``: mask inference with an MLM adapted to the release, a server with
 privacy-adaptive pretraining). ``--per-family`` keeps one task per task module (glue, ner, ...) for each pair. Each cell
 runs as its own ``bench run ... --check`` process with a fresh, empty ``BENCH_CACHE_DIR`` (the packaged encoder is
 installed, not cached), so it pays for everything it builds; the load average is printed before and after each, since
@@ -30,8 +30,6 @@ CLI = "import sys; from bench.cli.main import main; sys.argv = sys.argv[1:]; mai
 BUDGET = 60.0  # seconds per cell on an idle 2-core machine
 # (defense, attack, extra arguments): cells whose artefacts the default arguments do not build
 VARIANTS = [
-    ("none", "mask-inference", ["--attack-args", "mlm=minilm-mlm"]),
-    ("santext", "mask-inference", ["--attack-args", "mlm=minilm-mlm"]),
     ("santext", "mask-inference", ["--attack-args", "adapted=denoising"]),
     ("dchi-token", "inversion", ["--server-args", "adapt=denoising"]),
     ("santext", "inversion", ["--server-args", "adapt=prob"]),

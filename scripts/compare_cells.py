@@ -36,7 +36,7 @@ CELLS = [
                                 "gradient-matching", "--attack-args", "attacks=3,steps=20", "--encoder", "mock-16",
                                 *SMALL], ""),
     ("mask-inference-adapted", ["--defense", "dchi-text", "--defense-args", "eta=250", "--attack", "mask-inference",
-                                "--attack-args", "adapted=denoising,adapted_steps=6,max_sentences=20", *SMALL], ""),
+                                "--attack-args", "mlm=minilm,adapted=denoising,adapted_steps=6,max_sentences=20", *SMALL], ""),
 ]
 
 

@@ -12,8 +12,9 @@ Offline from ``$BENCH_DATA_DIR/aia`` (the layout of shared/data; no hub copy of 
   few prolific authors do not fill the pool); label = the author's industry, restricted to the five most frequent
   known industries of the sample (Student, Arts, Technology, Internet, Education; ``indUnk`` and rarer ones are
   left out); attributes ``gender`` (1 = male) and ``age`` (the corpus's three age groups 13-17, 23-27, 33-48 as
-  classes 0-2). Posts are split at random, so an author's posts can fall in several splits (as a random split
-  of the corpus does).
+  classes 0-2). The splits are drawn by author: no author's posts fall in two splits (version 2; before, posts
+  were permuted one by one, so an author's posts in the auxiliary and evaluation sets let the attacker recognise
+  the author rather than infer the attribute, and the victim's industry label rode on the same authors).
 - ``agnews``: ``dev.tsv`` and ``test.tsv`` pooled, then a fixed (seed-independent) sample of 4,000 articles, so
   spaCy runs once over a bounded pool; label = the 4 topics; attributes ``person1``..``person5``: whether the
   article mentions each of the 5 most frequent PERSON entities of that pool (spaCy ``en_core_web_sm``; an entity
@@ -23,7 +24,10 @@ Every text is whitespace-normalised and cut to its first 100 words (the encoder 
 Splits (``bench.data.examples.AttributeData``), drawn from the pool with the run's seed as consecutive blocks of
 one permutation, so they are disjoint: victim training (``n_train``), the adversary's queries (``n_train``: "1x
 queries"), its auxiliary attribute-labelled data (``n_train``), the attribute evaluation set (``n_eval``) and the
-victim's utility evaluation set (``n_eval``). AG News's person attributes are sparse, so there the articles the five
+victim's utility evaluation set (``n_eval``). A task whose examples have authors (Blog) deals whole authors to the
+five splits instead (``split_by_author``): the authors of each label in a seeded order, each to the split furthest
+below its share of that label's posts dealt so far (first to every split once); then each split draws its size
+from its own authors' posts. AG News's person attributes are sparse, so there the articles the five
 blocks leave (2,400 at the defaults) go half to the auxiliary set and half to the attribute evaluation set.
 
 Sensitive spans (for span defenses such as ``ndd``, which rewrite the victim's training text): spaCy's entities of
@@ -91,6 +95,10 @@ class AttributeTask(Task):
         """Every usable example of the offline files."""
         raise NotImplementedError
 
+    def authors(self) -> np.ndarray | None:
+        """The author of each example of ``pool`` (any hashable ids), or None when examples are split one by one."""
+        return None
+
     def load(self, n_train: int, n_eval: int, seed: int) -> AttributeData:
         """The five disjoint splits (see the module docstring), drawn with the run's seed."""
         texts, labels, attributes, notes = self.pool()
@@ -98,7 +106,14 @@ class AttributeTask(Task):
         if sum(sizes) > len(texts):
             raise BenchError(f"task '{self.registry_name}' has {len(texts)} examples, fewer than the {sum(sizes)} "
                              f"its five splits need (3 x n_train + 2 x n_eval); lower n_train or n_eval.")
-        order = numpy_generator(seed, "aia-splits", self.registry_name).permutation(len(texts))
+        rng = numpy_generator(seed, "aia-splits", self.registry_name)
+        authors = self.authors()
+        if authors is not None:
+            parts = split_by_author(authors, labels, sizes, rng, self.registry_name)
+            splits = ("victim train, queries (1x), auxiliary, attribute eval, utility eval: whole authors dealt to "
+                      "the splits (no author in two), label by label; each split's posts drawn from its authors")
+            return self._data(texts, labels, attributes, parts, {"splits": splits, **notes})
+        order = rng.permutation(len(texts))
         bounds = np.cumsum((0,) + sizes)
         parts = {name: order[a:b] for name, a, b in zip(SPLITS, bounds, bounds[1:])}
         # the examples no split holds go half to the auxiliary, half to the evaluation set (not at --check's smoke
@@ -108,11 +123,14 @@ class AttributeTask(Task):
             half = len(rest) // 2
             parts["auxiliary"] = np.concatenate([parts["auxiliary"], rest[:half]])
             parts["attribute_eval"] = np.concatenate([parts["attribute_eval"], rest[half:]])
+        splits = "victim train, queries (1x), auxiliary, attribute eval, utility eval: disjoint blocks of one " \
+                 "seeded permutation"
+        return self._data(texts, labels, attributes, parts, {"splits": splits, **notes})
+
+    def _data(self, texts, labels, attributes, parts: dict[str, np.ndarray], notes: dict) -> AttributeData:
         examples = {name: Examples(tuple(texts[i] for i in idx), labels[idx]) for name, idx in parts.items()}
         return AttributeData(
-            examples["train"], examples["eval"], source=f"offline {data_dir() / 'aia' / self.folder}",
-            notes={"splits": "victim train, queries (1x), auxiliary, attribute eval, utility eval: disjoint blocks "
-                             "of one seeded permutation", **notes},
+            examples["train"], examples["eval"], source=f"offline {data_dir() / 'aia' / self.folder}", notes=notes,
             queries=examples["queries"], auxiliary=examples["auxiliary"], attribute_eval=examples["attribute_eval"],
             attributes={name: {k: v[idx] for k, v in attributes.items()} for name, idx in parts.items()})
 
@@ -146,6 +164,38 @@ class AttributeTask(Task):
     def rewrite_label(self, label, text, edits):
         """A class label does not depend on the words of a rewritten entity."""
         return label
+
+
+def split_by_author(authors: np.ndarray, labels: np.ndarray, sizes: tuple[int, ...], rng: np.random.Generator,
+                    task: str) -> dict[str, np.ndarray]:
+    """Indices of the five splits (``SPLITS``, of ``sizes`` examples), no author in two.
+
+    The authors of each label (an author's label is that of their first example) are taken in a seeded order, each
+    dealt to the split furthest below its share of that label's examples dealt so far, among the splits that hold
+    no author of the label yet while there are any (so a label with five authors or more is in every split); each
+    split then draws its size, in a seeded order, from its own authors' examples.
+    """
+    names, first, which = np.unique(np.asarray(authors), return_index=True, return_inverse=True)
+    author_labels = np.asarray(labels)[first]
+    counts = np.bincount(which, minlength=len(names))
+    shares = np.asarray(sizes, dtype=float) / sum(sizes)
+    owner = np.empty(len(names), dtype=np.int64)
+    order = rng.permutation(len(names))
+    for label in np.unique(author_labels):
+        have, dealt, held = np.zeros(len(sizes)), 0, np.zeros(len(sizes), dtype=bool)
+        for author in order[author_labels[order] == label]:
+            dealt += counts[author]
+            deficit = np.where(held.all() | ~held, shares * dealt - have, -np.inf)
+            split = int(np.argmax(deficit))
+            owner[author], have[split], held[split] = split, have[split] + counts[author], True
+    parts = {}
+    for split, (name, size) in enumerate(zip(SPLITS, sizes)):
+        pool = np.flatnonzero(owner[which] == split)
+        if len(pool) < size:
+            raise BenchError(f"task '{task}': the authors dealt to its {name} split wrote {len(pool)} examples, fewer "
+                             f"than the {size} it needs; lower n_train or n_eval.")
+        parts[name] = np.sort(rng.permutation(pool)[:size])
+    return parts
 
 
 def _set_span_kinds(cls):
@@ -201,10 +251,15 @@ class Blog(AttributeTask):
     num_labels = len(BLOG_INDUSTRIES)
     attributes: ClassVar[tuple[str, ...]] = ("gender", "age")
     folder: ClassVar[str] = "blog"
+    version: ClassVar[str] = "2"  # 2: split by author (posts of one author were spread over the splits)
 
     def pool(self) -> Pool:
         """The posts of the authors of the five industries."""
-        return _blog(str(_folder(self.folder)))
+        return _blog(str(_folder(self.folder)))[0]
+
+    def authors(self) -> np.ndarray:
+        """The corpus's author id of each post of ``pool``."""
+        return _blog(str(_folder(self.folder)))[1]
 
 
 POST = re.compile(r"<post>(.*?)</post>", re.S)
@@ -218,8 +273,8 @@ def _age_group(age: int) -> int:
 
 
 @lru_cache(maxsize=2)
-def _blog(folder: str) -> Pool:
-    texts, labels, gender, age = [], [], [], []
+def _blog(folder: str) -> tuple[Pool, np.ndarray]:
+    texts, labels, gender, age, authors = [], [], [], [], []
     files = sorted(Path(folder).glob("*.xml"))
     if not files:
         raise BenchError(f"{folder} holds no Blog Authorship Corpus files (id.gender.age.industry.sign.xml).")
@@ -238,9 +293,12 @@ def _blog(folder: str) -> Pool:
             labels.append(BLOG_INDUSTRIES.index(parts[3]))
             gender.append(int(parts[1] == "male"))
             age.append(_age_group(int(parts[2])))
-    return (tuple(texts), np.array(labels), {"gender": np.array(gender), "age": np.array(age)},
+            authors.append(parts[0])
+    pool = (tuple(texts), np.array(labels), {"gender": np.array(gender), "age": np.array(age)},
             {"label": f"industry: {', '.join(BLOG_INDUSTRIES)}",
-             "attributes": "gender (1 = male), age group (13-17, 23-27, 33-48)"})
+             "attributes": "gender (1 = male), age group (13-17, 23-27, 33-48)",
+             "authors": f"{len(set(authors))} authors"})
+    return pool, np.array(authors)
 
 
 @register_task("agnews")

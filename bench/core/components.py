@@ -436,7 +436,7 @@ class Attack:
                                  "privacy/<metric> or random/<metric> of its metrics, values versions >= 1.")
 
     @classmethod
-    def version_for(cls, args: dict[str, Any], kind: ReleaseKind | None) -> str:
+    def version_for(cls, args: dict[str, Any], kind: ReleaseKind | None = None) -> str:
         """The version of the cells run with parameters ``args`` on releases of ``kind``. Default ``version``; a
         change that moves only some cells' figures overrides this, so that only those recorded cells are re-run."""
         return cls.version

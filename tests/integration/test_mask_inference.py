@@ -1,12 +1,12 @@
 """Mask-token inference with the real offline encoder on small SST-2 slices.
 
-Offline the attacker's MLM is minilm with a fresh, untrained head tied to its input embeddings: it
-recovers next to nothing, from raw text as from sanitized text (measured: token accuracy 0.000 on the
-718 raw tokens of 30 SST-2 sentences, as on SanText eps=4 and as the random guess; held-out masked-token
-top-1 0.000 at 950 masked positions). These tests therefore check what holds for it —
-the runs, the record stating the weak head, the attack's assembly of masked rows against an independent
-forward pass — and leave the ranking raw text > SanText > random guess to a pretrained head, where the
-hub is reachable (skipped offline).
+The default attacker is minilm-mlm, minilm trained here as a masked LM on public text. A test cannot train it at
+its full budget, so the test of the default attacker runs at --check's smoke budget (minilm-mlm@20: the first
+layer, 20 steps): even that MLM beats the random guess on raw text, which the untrained head never did. The
+ablation mlm=minilm-untrained (a fresh head tied to minilm's input embeddings) recovers nothing, from raw text as
+from sanitized text (token accuracy 0.000 on the 718 raw tokens of 30 SST-2 sentences, as the random guess): its
+record must say so. Other tests check the attack's assembly of masked rows against an independent forward pass,
+and, where the hub is reachable, the ranking raw text > SanText > random guess with a pretrained head.
 """
 
 import numpy as np
@@ -23,11 +23,12 @@ from bench.privacy.token_space import WORD
 N_EVAL = 30  # evaluation sentences, all attacked
 
 
-def attack_cell(defense: str, defense_args: str = "", attack_args: str = "", server_args: str = ""):
+def attack_cell(defense: str, defense_args: str = "", attack_args: str = "", server_args: str = "",
+                smoke: bool = False):
     spec = make_spec(task="sst2", defense=defense, defense_args=defense_args, server_args=server_args,
                      attack="mask-inference",
                      attack_args=f"max_sentences={N_EVAL}{',' if attack_args else ''}{attack_args}", n_train=40,
-                     n_eval=N_EVAL, training_args="epochs=1")
+                     n_eval=N_EVAL, training_args="epochs=1", smoke=smoke)
     return run_cell(spec)
 
 
@@ -36,11 +37,33 @@ def sst2():
     return build_component(TASKS.get("sst2"), {}).load(40, N_EVAL, 0)
 
 
-def test_fresh_head_runs_against_raw_and_sanitized_text_and_the_record_says_it_is_untrained(sst2):
+def test_the_default_attacker_is_a_trained_mlm_and_beats_its_random_reference_on_the_undefended_release():
+    from bench.models.mlm import check_mlm_name
+
+    attack = build_component(ATTACKS.get("mask-inference"), {})
+    check_mlm_name(attack.mlm)  # a masked LM with a trained head, not minilm's untrained one
+    raw = attack_cell("none", smoke=True)
+    assert "smoke budget" in raw.notes["mlm_head"] and raw.spec["attack_args"]["mlm"] == "minilm-mlm"
+    accuracy, chance = (raw.metrics[f"{k}/mask-inference/token_accuracy"] for k in ("privacy", "random"))
+    assert accuracy > chance + 0.02, (accuracy, chance)
+
+
+def test_plain_minilm_is_refused_and_the_untrained_head_is_an_ablation_by_name():
+    from bench import BenchError
+
+    with pytest.raises(BenchError, match="untrained head"):
+        make_spec(task="sst2", defense="none", attack="mask-inference", attack_args="mlm=minilm")
+    assert make_spec(task="sst2", defense="none", attack="mask-inference", attack_args="mlm=minilm-untrained")
+    adapted = make_spec(task="sst2", defense="dchi-text", attack="mask-inference",
+                        attack_args="mlm=minilm,adapted=denoising")  # adaptation trains minilm's head
+    assert adapted.attack_args["mlm"] == "minilm"
+
+
+def test_untrained_head_ablation_runs_against_raw_and_sanitized_text_and_the_record_says_it_is_untrained(sst2):
     from bench.models.loading import load_encoder
     from bench.privacy.mechanisms import client_token_ids
 
-    raw, sanitized = attack_cell("none"), attack_cell("santext", "eps=4")
+    raw, sanitized = (attack_cell(d, a, "mlm=minilm-untrained") for d, a in (("none", ""), ("santext", "eps=4")))
     true_tokens = sum(len(x) for x in client_token_ids(load_encoder("minilm"), sst2.eval.texts))
     for record in (raw, sanitized):
         assert "fresh BERT-style head tied to minilm's input embeddings (untrained)" == record.notes["mlm_head"]
@@ -68,10 +91,10 @@ def test_masked_rows_match_a_direct_forward_pass_for_sentences_and_pairs():
     texts = ["a gripping , funny film .", "the plot is thin but the cast is great"]
     pairs = [("a gripping film .", "it is funny ."), ("the plot is thin", "but the cast is great")]
     public = PublicKnowledge(encoder, "sst2")
-    attack = build_component(ATTACKS.get("mask-inference"), {"batch_size": 3})
+    attack = build_component(ATTACKS.get("mask-inference"), {"batch_size": 3, "mlm": "minilm-untrained"})
     single = attack.attack(plain_release(texts), public)
     paired = attack.attack(plain_release(pairs), public)
-    wide = build_component(ATTACKS.get("mask-inference"), {}).attack(
+    wide = build_component(ATTACKS.get("mask-inference"), {"mlm": "minilm-untrained"}).attack(
         Release(ReleaseKind.TEXT, texts, np.arange(2), mechanism=IdentityTokens(), space=SpaceRef()), public)
     batched = zip(single.by_metric["token_accuracy"], wide.by_metric["token_accuracy"])
     assert all(np.array_equal(a, b) for a, b in batched)  # batch size and padding change nothing
@@ -110,7 +133,7 @@ def test_word_space_release_is_guessed_in_words(tmp_path, sst2):
     released = space.render(client)  # as the client releases it: the space's words joined by spaces
     release = Release(ReleaseKind.TEXT, released, np.arange(4), mechanism=ExponentialMechanism(),
                       space=SpaceRef("words", str(path)))
-    attack = build_component(ATTACKS.get("mask-inference"), {})
+    attack = build_component(ATTACKS.get("mask-inference"), {"mlm": "minilm-untrained"})
     guesses = attack.attack(release, PublicKnowledge(load_encoder("minilm"), "sst2"))
     found = guesses.by_metric["token_accuracy"]
     assert [len(x) for x in found] == [len(x) for x in client]  # one guess per released word
@@ -136,7 +159,7 @@ def test_an_adapted_attacker_uses_the_servers_checkpoint_for_the_same_mechanism(
     from bench import BenchError
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
-    record = attack_cell("dchi-text", "eta=60", "adapted=denoising,adapted_steps=2",
+    record = attack_cell("dchi-text", "eta=60", "mlm=minilm,adapted=denoising,adapted_steps=2",
                          server_args="adapt=denoising,adapt_steps=2")
     assert "trained by denoising MLM adaptation (2 steps)" in record.notes["mlm_head"]
     assert record.notes["adaptation_head"] == record.notes["mlm_head"]  # the server's checkpoint, not a second one

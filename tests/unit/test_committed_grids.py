@@ -23,8 +23,8 @@ INCOMPLETE = {
     **{grid: "span-recovery 2 / ndd 2 (spans filled at any length, substitutes from public text): superseded "
              "cells await a re-run" for grid in ("ndd_conll2003.yaml", "ndd_k_conll2003.yaml", "ndd_ptb.yaml",
                                                  "ndd_ptb20.yaml", "ndd_squad.yaml")},
-    "aia_li_table4.yaml": "ndd 2: superseded cells await a re-run, and the attribute tasks offer no public text "
-                          "for substitutes yet (the grid's ndd cells need pool=own until they do)",
+    "aia_li_table4.yaml": "ndd 2 and blog 2 (split by author): superseded NDD cells await a re-run, and the "
+                          "attribute tasks offer no public text for substitutes yet (their ndd cells need pool=own)",
     **{grid: "name-generation 5, condition-probe 4, ndd 2 (A@100 at exactly 100 names; the baseline over held-out "
              "patients): superseded cells await a re-run" for grid in ("li_ndd_table7.yaml",
                                                                        "li_ndd_table7_spl_6400.yaml")},

@@ -166,3 +166,44 @@ def test_attribute_splits_are_disjoint_and_agnews_shares_its_leftovers(monkeypat
         for name in ("auxiliary", "attribute_eval"):  # attributes follow their examples
             texts, flags = getattr(data, name).texts, data.attributes[name]["person1"]
             assert [int(t.split()[1]) % 7 == 0 for t in texts] == [bool(f) for f in flags]
+
+
+def test_blog_splits_by_author(monkeypatch, tmp_path):
+    """No Blog author has posts in two splits (an author's posts in the auxiliary and the evaluation sets let the
+    attacker recognise the author instead of inferring the attribute); every split still has every industry."""
+    from tasks.attributes import BLOG_INDUSTRIES, Blog
+
+    folder = tmp_path / "aia" / "blog"
+    folder.mkdir(parents=True)
+    for author in range(30):  # six authors per industry, 20 posts each (600 posts)
+        gender, age, industry = ("male", "female")[author % 2], (15, 25, 35)[author % 3], BLOG_INDUSTRIES[author % 5]
+        posts = "".join(f"<post>author{author} writes post number {post} today</post>" for post in range(20))
+        (folder / f"{1000 + author}.{gender}.{age}.{industry}.Leo.xml").write_text(f"<Blog>{posts}</Blog>")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path))
+    for seed in range(3):
+        data = Blog().load(40, 20, seed)
+        splits = [data.train, data.queries, data.auxiliary, data.attribute_eval, data.eval]
+        assert [len(s.texts) for s in splits] == [40, 40, 40, 20, 20]
+        authors = [{text.split()[0] for text in split.texts} for split in splits]
+        assert sum(map(len, authors)) == len(set().union(*authors)), f"seed {seed}: an author is in two splits"
+        assert all(set(split.labels) == set(range(5)) for split in splits)  # every industry in every split
+        for name, split in zip(("train", "auxiliary", "attribute_eval"), (data.train, data.auxiliary,
+                                                                          data.attribute_eval)):
+            ids = [int(text.split()[0][len("author"):]) for text in split.texts]  # attributes follow their posts
+            assert list(data.attributes[name]["gender"]) == [int(i % 2 == 0) for i in ids]
+            assert list(data.attributes[name]["age"]) == [i % 3 for i in ids]
+
+
+def test_aia_micro_f1_leaves_out_a_three_class_attribute_whose_targets_hold_two_classes():
+    """Blog's age group has three classes; split by author, an attacked set may hold two of them (crashed scoring);
+    with one binary attribute left, micro F1 is still its positive class's F1 (not the accuracy)."""
+    from types import SimpleNamespace
+
+    from attacks.aia import AttributeInference
+
+    truth = SimpleNamespace(attributes={"gender": np.array([1, 1, 0, 0]), "age": np.array([0, 1, 0, 1])})
+    attack = AttributeInference()
+    attack.classes = {"gender": {0, 1}, "age": {0, 1, 2}}  # as the auxiliary set holds them
+    for age_guess in ([0, 2, 0, 1], [0, 1, 1, 1]):  # a guess of the third class, or none
+        scores = attack.score({"gender": np.array([1, 0, 0, 0]), "age": np.array(age_guess)}, truth, None)
+        assert scores["micro_f1"] == pytest.approx(2 / 3)  # gender alone: precision 1, recall 1/2
