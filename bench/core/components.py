@@ -407,8 +407,8 @@ class Attack:
     check_args: ClassVar[dict[str, Any]] = {}
     # the corpora of KNOWLEDGE the attack reads, each with the paper's reason the adversary holds it
     knowledge: ClassVar[dict[str, str]] = {}
-    # figures a new version left as they were: "privacy/<metric>" or "random/<metric>" -> the oldest version whose
-    # records of it the current one reproduces (so a record of that version keeps them on the board)
+    # figures a new version left as they were: "privacy/<metric>" or "random/<metric>" -> the oldest version that
+    # computes it as the current one does (so a record of that version keeps it on the board)
     stable: ClassVar[dict[str, int]] = {}
 
     @classmethod
