@@ -11,10 +11,12 @@ mechanism left unchanged. For token sequences it also makes the Bayesian guess
 argmax_x Pr[x]·Pr[y|x] (bench.privacy.posterior: prior from public text's token counts, channel from the
 public mechanism), reported as ``bayes_token_accuracy``. Metric: fraction of the evaluation set's
 (regular) tokens recovered at their position.
-The prior and the candidate inputs are counted on public sentences that no private split of the run holds
-(version 3; version 2 counted the task corpus, attacked sentences included, which let tokens occurring only there be
-won through that leak). SanText+'s sensitive set is the least frequent share w of that public vocabulary: the
-adversary's estimate of the client's set, not the set itself.
+The prior and the candidate inputs are counted on public sentences that no private split of the run holds, plus
+one for every token the release shows, so that a released token public text lacks can still be its own input
+(version 4; version 2 counted the task corpus, attacked sentences included, which let tokens occurring only there
+be won through that leak; version 3 had no add-one and guessed such tokens as something else). SanText+'s
+sensitive set is the least frequent share w of that vocabulary: the adversary's estimate of the client's set, not
+the set itself.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class TokenGuesses:
 class Inversion(Attack):
     """Nearest-token inversion of token vectors; unchanged-token rate of token sequences."""
 
-    version: ClassVar[str] = "2"  # 2: adds the Bayesian guess; 3 (version_for): its prior from public text
+    version: ClassVar[str] = "2"  # 2: adds the Bayesian guess; 3, 4 (version_for): its prior from public text
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.TEXT)
     knowledge: ClassVar[dict[str, str]] = {
         "public": "Qu et al. §5.4: the Bayesian guess's prior Pr[x] is the token frequency of public text",
@@ -64,8 +66,9 @@ class Inversion(Attack):
 
     @classmethod
     def version_for(cls, args: dict[str, Any], kind: ReleaseKind | None) -> str:
-        """3 where the Bayesian guess runs (text releases): its prior moved to public text; else 2."""
-        return "3" if kind is ReleaseKind.TEXT and args.get("bayes", True) else cls.version
+        """4 where the Bayesian guess runs (text releases): its prior from public text, add-one on the release's
+        tokens (3 had no smoothing); else 2."""
+        return "4" if kind is ReleaseKind.TEXT and args.get("bayes", True) else cls.version
 
     def __post_init__(self) -> None:
         require(self.trials >= 1, f"inversion trials must be >= 1, got {self.trials}.")
@@ -84,6 +87,8 @@ class Inversion(Attack):
 
             corpus_ids = space.client_ids(list(public.public))
             counts = token_counts([x[x >= 0] for x in corpus_ids], len(space.table))
+            shown = np.concatenate([x[x >= 0] for x in released]) if released else np.zeros(0, dtype=np.int64)
+            counts[np.unique(shown)] += 1  # add-one on the release's tokens: one public text lacks can be its input
             guesses["bayes_token_accuracy"] = bayes_guesses(
                 released, release.mechanism, space.table, self._vocabulary(space, counts), counts,
                 numpy_generator(0, "inversion-channel"), trials=self.trials, support=self.support,

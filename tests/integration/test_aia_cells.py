@@ -67,7 +67,7 @@ def tiny_mlm(monkeypatch):
 
 def test_ndd_rewrites_the_victims_training_text(tiny_mlm):
     spec = make_spec(task="trustpilot", defense="ndd",
-                     defense_args="mode=substitutive,select=ndd,k=2,mlm=minilm,allow_untrained=true",
+                     defense_args="mode=substitutive,select=ndd,k=2,mlm=minilm,allow_untrained=true,pool=own",
                      **SIZES, **ATTACK)
     record = run_cell(spec)
     assert record.notes["spans_rewritten"] > 0

@@ -13,12 +13,12 @@ import pytest
 from bench.engine.grid import estimate_cells, load_grid
 
 ROOT = Path(__file__).resolve().parents[2]
-PRIOR = "inversion 3 (its Bayes prior from public text): superseded cells await a re-run"
+PRIOR = "inversion 4 (its Bayes prior from public text): superseded cells await a re-run"
 # grids whose cells are not all in results/records, and why (docs/known-limits.md lists the same)
 INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
-    **{grid: PRIOR for grid in ("adaptation_text_qqp.yaml", "adaptation_text_sst2.yaml", "dchi_qqp.yaml",
-                                "dchi_text_sst2.yaml", "qu_t4_bilstm_sst2.yaml", "qu_t5_bilstm_qqp.yaml",
+    **{grid: PRIOR for grid in ("adaptation_text_qqp.yaml", "adaptation_text_sst2.yaml", "dchi_qqp.yaml", "dchi_text_sst2.yaml",
+                                "qu_t4_bilstm_sst2.yaml", "qu_t5_bilstm_qqp.yaml",
                                 "santext_sst2.yaml", "token_sanitizers_mrpc.yaml", "yue_table1.yaml")},
     **{grid: "span-recovery 2 / ndd 2 (spans filled at any length, substitutes from public text): superseded "
              "cells await a re-run" for grid in ("ndd_conll2003.yaml", "ndd_k_conll2003.yaml", "ndd_ptb.yaml",
@@ -28,8 +28,6 @@ INCOMPLETE = {
     **{grid: "name-generation 5, condition-probe 4, ndd 2 (A@100 at exactly 100 names; the baseline over held-out "
              "patients): superseded cells await a re-run" for grid in ("li_ndd_table7.yaml",
                                                                        "li_ndd_table7_spl_6400.yaml")},
-    "texthide_gradients.yaml": "gradient-matching 2 (its random reference from public text): superseded cells await "
-                               "a re-run",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
