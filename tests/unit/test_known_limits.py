@@ -35,7 +35,7 @@ def test_the_page_holds_every_shipped_entry_and_the_tables_link_to_it():
 
     found = limits.components()
     page = limits.page("bench report --pages docs/results", found, Counter())
-    assert found["attack-rss"] and "{ #attack-rss }" in page
+    assert found["attack-rss"] and "## attack `rss`" in page
     for entries in found.values():
         assert all(f"- {entry}" in page for entry in entries)
     assert "None: every record is at its components' current versions." in page
