@@ -18,7 +18,6 @@ PRIOR = "inversion 4 (its Bayes prior from public text): superseded cells await 
 INCOMPLETE = {
     "gpu_texthide_bert.yaml": "bert-base fine-tuning on a GPU, never run offline",
     **{grid: PRIOR for grid in ("adaptation_text_qqp.yaml", "adaptation_text_sst2.yaml", "dchi_qqp.yaml",
-                                "dchi_text_sst2.yaml",
                                 "qu_t4_bilstm_sst2.yaml", "qu_t5_bilstm_qqp.yaml",
                                 "santext_sst2.yaml", "token_sanitizers_mrpc.yaml", "yue_table1.yaml")},
     **{grid: "span-recovery 2 / ndd 2 (spans filled at any length, substitutes from public text): superseded "
