@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import inspect
 import json
 import time
 import uuid
@@ -312,9 +313,10 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
 
 
 @functools.lru_cache(maxsize=4096)
-def code_version_numbers(spec_json: str) -> tuple[int, ...] | None:
+def code_version_numbers(spec_json: str, registered: tuple = ()) -> tuple[int, ...] | None:
     """The task's, defense's and attack's version numbers the code records for a spec (its JSON), None when a
-    component is not registered or the spec no longer builds."""
+    component is not registered or the spec no longer builds (``registered``: the registries' sizes, so that a
+    component registered later is seen)."""
     try:
         versions = component_versions(RunSpec.from_dict(json.loads(spec_json))).split(" ")
     except (BenchError, TypeError, ValueError, KeyError):
@@ -328,7 +330,11 @@ def code_version_numbers(spec_json: str) -> tuple[int, ...] | None:
 
 def component_versions(spec: RunSpec) -> str:
     """``task@v defense@v attack@v`` for a spec, in the form records keep."""
-    defense = DEFENSES.get(spec.defense).version_for(spec.defense_args, TASKS.get(spec.task))
+    defense_cls = DEFENSES.get(spec.defense)
+    if len(inspect.signature(defense_cls.version_for).parameters) >= 2:
+        defense = defense_cls.version_for(spec.defense_args, TASKS.get(spec.task))
+    else:  # a plugin written before version_for took the task
+        defense = defense_cls.version_for(spec.defense_args)
     parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{defense}"]
     if spec.attack:
         attack_cls = ATTACKS.get(spec.attack)

@@ -60,7 +60,8 @@ def page(command: str, limits: dict[str, list[str]], awaiting: Counter) -> str:
         lines += ["A component changed what these cells compute (a new version). Their records stay in "
                   "`results/records`, but no table shows what the change moved until `bench run --grid <grid> "
                   "--results-dir results` runs them again: a new task or defense version takes the whole record off, "
-                  "a new attack version only the attack's figures (the utility stays).", "", "| task | defense | attack | recorded → current | records |",
+                  "a new attack version only the attack's figures it does not declare unchanged (`Attack.stable`; "
+                  "the utility stays).", "", "| task | defense | attack | recorded → current | records |",
                   "|---|---|---|---|---:|"]
         lines += [f"| {task} | {defense} | {attack} | {versions} | {count} |"
                   for (task, defense, attack, versions), count in sorted(awaiting.items())]

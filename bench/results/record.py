@@ -166,9 +166,11 @@ def superseded(record: ResultRecord) -> set[str]:
     """The components (``task``, ``defense``, ``attack``) that a registered component now runs at a newer version
     than the record's: the cell awaits a re-run, and no figure of those parts is shown. A component that is not
     registered, or whose version the record does not name, supersedes nothing."""
+    from bench.core.registry import ATTACKS, DEFENSES, TASKS
     from bench.engine.runner import code_version_numbers  # the engine imports this module
 
-    code = code_version_numbers(json.dumps(record.spec, sort_keys=True, default=str))
+    registered = tuple(len(r._items) for r in (TASKS, DEFENSES, ATTACKS))  # a later registration is a new answer
+    code = code_version_numbers(json.dumps(record.spec, sort_keys=True, default=str), registered)
     if code is None:
         return set()
     return {part for part, old, new in zip(("task", "defense", "attack"), record.version_numbers(), code)
