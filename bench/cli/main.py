@@ -872,9 +872,10 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     majority = majority_by_config((r.config_hash, r.notes) for r in records)
     known = limits.components()
     awaiting = Counter()
-    kept = {(r.config_hash, r.seed) for r in records if not superseded(r)}
-    for record in records:
-        if superseded(record) and not record.at_smoke_budget and (record.config_hash, record.seed) not in kept:
+    stale = [bool(superseded(r)) for r in records]
+    kept = {(r.config_hash, r.seed) for r, old in zip(records, stale) if not old}
+    for record, old in zip(records, stale):
+        if old and not record.at_smoke_budget and (record.config_hash, record.seed) not in kept:
             was, now = record.component_versions().split(" "), component_versions(RunSpec.from_dict(record.spec))
             moved = [(a, b) for a, b in zip(was, now.split(" ")) if a != b]
             awaiting[(record.spec["task"], record.spec["defense"], record.spec.get("attack") or "",

@@ -25,7 +25,7 @@ from bench.engine.knowledge import knowledge_for
 from bench.engine.protocols import choose_protocol, released_kinds
 from bench.engine.sanity import check_attack, check_client_part, guard
 from bench.results.migrations import portable_source
-from bench.results.record import ResultRecord
+from bench.results.record import ResultRecord, version_numbers
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
 CHECK_STEPS = 3  # --check: steps of privacy-adaptive or further pretraining, unless the user chose them
@@ -321,11 +321,7 @@ def code_version_numbers(spec_json: str, registered: tuple = ()) -> tuple[int, .
         versions = component_versions(RunSpec.from_dict(json.loads(spec_json))).split(" ")
     except (BenchError, TypeError, ValueError, KeyError):
         return None
-    numbers = []
-    for version in versions:
-        number = version.rpartition("@")[2]
-        numbers.append(int(number) if number.isdigit() else 0)
-    return tuple(numbers)
+    return version_numbers(versions)
 
 
 def component_versions(spec: RunSpec) -> str:

@@ -120,11 +120,7 @@ class ResultRecord(BaseModel):
 
     def version_numbers(self) -> tuple[int, ...]:
         """The task's, defense's and attack's version numbers, for ordering (0 where none is recorded)."""
-        numbers = []
-        for key in ("task", "defense", "attack"):
-            number = self.versions.get(key, "").rpartition("@")[2]
-            numbers.append(int(number) if number.isdigit() else 0)
-        return tuple(numbers)
+        return version_numbers(self.versions.get(key, "") for key in ("task", "defense", "attack"))
 
     @property
     def defense(self) -> str:
@@ -135,6 +131,11 @@ class ResultRecord(BaseModel):
     def at_smoke_budget(self) -> bool:
         """Whether the cell ran under ``--check`` (``bench.core.smoke``): its numbers test plumbing, never the board."""
         return bool(self.spec.get("smoke")) or SMOKE_NOTE in self.notes
+
+
+def version_numbers(versions) -> tuple[int, ...]:
+    """The numbers of ``name@N`` versions, in order (0 for one that names no number)."""
+    return tuple(int(n) if (n := v.rpartition("@")[2]).isdigit() else 0 for v in versions)
 
 
 def current(records: list[ResultRecord]) -> list[ResultRecord]:
