@@ -7,7 +7,8 @@ of its family that reads like a paper component; a contributor replaces its mech
 
 # -- defenses, one per family of bench.core.components ----------------------------------------------------------
 
-REPRESENTATION_DEFENSE = '''"""__TITLE__: Gaussian noise on sentence representations (replace with what the defense does).
+REPRESENTATION_DEFENSE = '''\
+"""__TITLE__: Gaussian noise on sentence representations (replace with what the defense does).
 
 Paper: none yet; cite the paper this defense follows (authors, title, venue, year, section).
 Threat model: the adversary sees the noisy representation and knows sigma, not the sampled noise.
@@ -39,7 +40,8 @@ class __CLS__(RepresentationDefense):
         return reps + self.sigma * torch.randn(reps.shape, generator=generator, dtype=reps.dtype)
 '''
 
-REPRESENTATION_REFERENCE = '''"""Reference test of __NAME__: hide() against its equation, reps + sigma * z with z ~ N(0, I).
+REPRESENTATION_REFERENCE = '''\
+"""Reference test of __NAME__: hide() against its equation, reps + sigma * z with z ~ N(0, I).
 
 Replace the reference with your paper's equation when you replace the mechanism; keep a test that can fail.
 """
@@ -73,7 +75,8 @@ def test_noise_follows_the_normal_law_coordinate_by_coordinate():
     assert abs(np.corrcoef(noise.T)[np.triu_indices(6, 1)]).max() < 0.1  # coordinates independent
 '''
 
-TOKEN_DEFENSE = '''"""__TITLE__: k-ary randomized response on every token (replace with what the defense does).
+TOKEN_DEFENSE = '''\
+"""__TITLE__: k-ary randomized response on every token (replace with what the defense does).
 
 Paper: none yet; cite the paper this defense follows (authors, title, venue, year, section).
 Threat model: the adversary sees the released tokens and knows eps and the token space, not the coin flips.
@@ -132,7 +135,8 @@ class __CLS__(TokenDefense):
         return __CLS__Mechanism(self.eps)
 '''
 
-TOKEN_REFERENCE = '''"""Reference test of __NAME__: the released tokens' law against the mechanism's equation.
+TOKEN_REFERENCE = '''\
+"""Reference test of __NAME__: the released tokens' law against the mechanism's equation.
 
 Pr[y | x] is computed one candidate at a time from the equation, then compared with the frequencies of many
 releases. Replace the reference with your paper's equation when you replace the mechanism.
@@ -175,7 +179,8 @@ def test_sentences_keep_their_lengths_and_stay_in_the_space():
     assert [len(x) for x in out] == [3, 0, 1] and np.isin(np.concatenate(out), space.candidates).all()
 '''
 
-SPAN_DEFENSE = '''"""__TITLE__: each sensitive span replaced by its kind's placeholder (replace with what the defense does).
+SPAN_DEFENSE = '''\
+"""__TITLE__: each sensitive span replaced by its kind's placeholder (replace with what the defense does).
 
 Paper: none yet; cite the paper this defense follows (authors, title, venue, year, section).
 Threat model: the client rewrites its own text before release; the adversary sees every other word, where the
@@ -207,7 +212,8 @@ class __CLS__(SpanDefense):
                 for spans in batch.chosen]
 '''
 
-SPAN_REFERENCE = '''"""Reference test of __NAME__: the rewritten text against a word-by-word rewrite written out by hand.
+SPAN_REFERENCE = '''\
+"""Reference test of __NAME__: the rewritten text against a word-by-word rewrite written out by hand.
 
 Replace the reference with your paper's rule when you replace the mechanism.
 """
@@ -243,7 +249,8 @@ def test_rewrite_equals_the_word_by_word_reference():
         assert apply_edits(text, found)[0] == reference_rewrite(text, spans)
 '''
 
-OUTPUT_DEFENSE = '''"""__TITLE__: the API answers only its top k classes (replace with what the defense does).
+OUTPUT_DEFENSE = '''\
+"""__TITLE__: the API answers only its top k classes (replace with what the defense does).
 
 Paper: none yet; cite the paper this defense follows (authors, title, venue, year, section).
 Threat model: the adversary queries the victim's API with its own texts and sees only the answers; it knows the
@@ -280,7 +287,8 @@ class __CLS__(OutputDefense):
         return kept / kept.sum(axis=1, keepdims=True)
 '''
 
-OUTPUT_REFERENCE = '''"""Reference test of __NAME__: the API's answers against a row-by-row computation from the definition.
+OUTPUT_REFERENCE = '''\
+"""Reference test of __NAME__: the API's answers against a row-by-row computation from the definition.
 
 Replace the reference with your paper's equation when you replace the mechanism.
 """
@@ -325,7 +333,8 @@ import numpy as np
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
 '''
 
-SENTENCE_ATTACK = '''"""__TITLE__: return the corpus text nearest to each released representation (replace with the attack).
+SENTENCE_ATTACK = '''\
+"""__TITLE__: return the corpus text nearest to each released representation (replace with the attack).
 
 Paper: none yet; cite the paper this attack follows (authors, title, venue, year, section).
 Threat model: the adversary holds the public encoder, the task corpus and the released sentence
@@ -379,7 +388,8 @@ _TOKEN_SCORE = '''
         return {"token_accuracy": hits / total if total else 0.0}
 '''
 
-TEXT_ATTACK = '''"""__TITLE__: guess that every released token is its input token (replace with the attack).
+TEXT_ATTACK = '''\
+"""__TITLE__: guess that every released token is its input token (replace with the attack).
 
 Paper: none yet; cite the paper this attack follows (authors, title, venue, year, section).
 Threat model: the adversary holds the released token sequence and the public token space it is in; it knows
@@ -417,7 +427,8 @@ class __CLS__(Attack):
         return [rng.choice(space.candidates, size=len(x)) for x in found], space
 ''' + _TOKEN_SCORE
 
-TOKEN_VECTOR_ATTACK = '''"""__TITLE__: guess the vocabulary token nearest to each released token vector (replace with the attack).
+TOKEN_VECTOR_ATTACK = '''\
+"""__TITLE__: guess the vocabulary token nearest to each released token vector (replace with the attack).
 
 Paper: none yet; cite the paper this attack follows (authors, title, venue, year, section).
 Threat model: the adversary holds the released token vectors and the public embedding table of their space; it
@@ -456,7 +467,8 @@ class __CLS__(Attack):
         return [rng.choice(space.candidates, size=len(v)) for v in vectors], space
 ''' + _TOKEN_SCORE
 
-SPAN_ATTACK = '''"""__TITLE__: guess the most frequent public span of each slot's kind (replace with the attack).
+SPAN_ATTACK = '''\
+"""__TITLE__: guess the most frequent public span of each slot's kind (replace with the attack).
 
 Paper: none yet; cite the paper this attack follows (authors, title, venue, year, section).
 Threat model: the adversary holds the rewritten release, where its sensitive spans lie and their kinds
@@ -507,7 +519,8 @@ class __CLS__(Attack):
         return {"span_accuracy": float(np.mean([t in f for t, f in pairs])) if pairs else 0.0}
 '''
 
-PREDICTION_ATTACK = '''"""__TITLE__: infer each target's attributes from its nearest auxiliary text in answer space (replace it).
+PREDICTION_ATTACK = '''\
+"""__TITLE__: infer each target's attributes from its nearest auxiliary text in answer space (replace it).
 
 Paper: none yet; cite the paper this attack follows (authors, title, venue, year, section).
 Threat model: the adversary queries the victim's prediction API with its own attribute-labelled texts and the
@@ -558,7 +571,8 @@ class __CLS__(Attack):
 
 # -- tasks, one per server family ---------------------------------------------------------------------------------
 
-CLASSIFICATION_TASK = '''"""__TITLE__: binary sentiment of short sentences (replace with the task and where its data comes from).
+CLASSIFICATION_TASK = '''\
+"""__TITLE__: binary sentiment of short sentences (replace with the task and where its data comes from).
 
 Paper: none yet; cite the dataset's paper (authors, title, venue, year).
 Threat model: the client's sentences and labels are private; the server trains on releases only.
@@ -625,7 +639,8 @@ class __CLS__(Task):
         return SentenceServer(self.num_labels, training, spec.seed)
 '''
 
-TAGGING_TASK = '''"""__TITLE__: tag person and place names in short sentences (replace with the task and its data).
+TAGGING_TASK = '''\
+"""__TITLE__: tag person and place names in short sentences (replace with the task and its data).
 
 Paper: none yet; cite the dataset's paper (authors, title, venue, year).
 Threat model: the client's sentences and tags are private, and its names are the sensitive spans; the server

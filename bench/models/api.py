@@ -78,10 +78,7 @@ def nasty_head(features: np.ndarray, targets: np.ndarray, adversary, tau: float,
             idx = order[start : start + config.batch_size]
             if len(idx) < 2:
                 continue
-            logits = head(x[idx])
-            ce = -(y[idx] * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
-            kl = F.kl_div(teacher[idx], F.log_softmax(logits / tau, dim=1), log_target=True, reduction="batchmean")
-            loss = ce - omega * tau**2 * kl
+            loss = self_undermining_loss(head(x[idx]), y[idx], teacher[idx], tau, omega)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -90,6 +87,16 @@ def nasty_head(features: np.ndarray, targets: np.ndarray, adversary, tau: float,
     with torch.inference_mode():
         kl = F.kl_div(teacher, F.log_softmax(head(x) / tau, dim=1), log_target=True, reduction="batchmean")
     return head, {"nasty_kl_from_adversary": float(kl)}
+
+
+def self_undermining_loss(logits, targets, teacher_log_probs, tau: float, omega: float):
+    """Ma et al.'s Eq. 2 on a batch: mean cross-entropy on the (soft) targets minus
+    ``omega * tau**2`` times the mean KL(softmax(logits / tau) || the adversary's tempered distribution)."""
+    import torch.nn.functional as F
+
+    ce = -(targets * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    kl = F.kl_div(teacher_log_probs, F.log_softmax(logits / tau, dim=1), log_target=True, reduction="batchmean")
+    return ce - omega * tau**2 * kl
 
 
 def logits_of(head, features: np.ndarray) -> np.ndarray:

@@ -225,7 +225,7 @@ def test_texthide_inference_masks_each_representation_with_one_mask_of_the_pool(
         assert torch.equal(hidden[i], reps[i] * defense.mask_pool[choice[i]])
 
 
-# -- output defenses of a prediction API ---------------------------------------------------------------------------
+# -- output defenses of a prediction API, and the nasty teacher's training objective -------------------------------
 
 
 def reference_softmax(row, tau=1.0):
@@ -278,3 +278,22 @@ def test_most_least_row_by_row(eps):
         least = min((c for c in range(len(row)) if c != top), key=lambda c: (row[c], c))
         expected.append([0.5 + eps if c == top else 0.5 - eps if c == least else 0.0 for c in range(len(row))])
     assert np.allclose(most_least(p, eps), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("tau, omega", [(1.0, 0.0), (4.0, 0.004), (2.0, 0.5)])
+def test_nasty_teacher_loss_is_equation_2_example_by_example(tau, omega):
+    # Ma et al. 2021, Eq. 2: CE(victim, y) - omega * tau^2 * KL(softmax(victim / tau) || softmax(adversary / tau))
+    from bench.models.api import self_undermining_loss
+
+    rng = np.random.default_rng(0)
+    victim, adversary = rng.standard_normal((6, 3)) * 2, rng.standard_normal((6, 3)) * 2
+    targets = np.eye(3)[[0, 2, 1, 1, 0, 2]]
+    teacher = torch.log_softmax(torch.from_numpy(adversary) / tau, dim=1)
+    loss = self_undermining_loss(torch.from_numpy(victim), torch.from_numpy(targets), teacher, tau, omega)
+    ce, kl = [], []
+    for z, a, y in zip(victim.tolist(), adversary.tolist(), targets.tolist()):
+        p = reference_softmax(z)
+        q, t = reference_softmax(z, tau), reference_softmax(a, tau)
+        ce.append(-sum(yc * math.log(pc) for yc, pc in zip(y, p)))
+        kl.append(sum(qc * (math.log(qc) - math.log(tc)) for qc, tc in zip(q, t)))
+    assert float(loss) == pytest.approx(sum(ce) / 6 - omega * tau**2 * sum(kl) / 6, rel=1e-10)

@@ -12,7 +12,8 @@ from bench.engine.contracts import check_file
 from bench.engine.templates import ATTACK_RELEASES, DEFENSE_FAMILIES, TASK_FAMILIES
 
 runner = CliRunner()
-CHOICES = ([("defense", "--family", f) for f in DEFENSE_FAMILIES] + [("attack", "--release", r) for r in ATTACK_RELEASES]
+CHOICES = ([("defense", "--family", f) for f in DEFENSE_FAMILIES]
+           + [("attack", "--release", r) for r in ATTACK_RELEASES]
            + [("task", "--family", f) for f in TASK_FAMILIES])
 # a bug a contributor could make in each defense family's template, and the reference test must catch it
 BUGS = {
