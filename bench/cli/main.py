@@ -744,7 +744,7 @@ def new_component(
                                          "output) or a task's (classification, tagging); default the first."),
     release: Optional[str] = typer.Option(None, "--release", help="The release kind a new attack reads "
                                           "(sentence_embeddings, text, token_embeddings, rewritten_text, "
-                                          "predictions); default the first."),
+                                          "predictions, gradients); default the first."),
     folder: Optional[Path] = typer.Option(None, "--dir", help="Folder to write into (default: defenses/, attacks/ "
                                           "or tasks/ under the current directory)."),
 ) -> None:

@@ -569,6 +569,67 @@ class __CLS__(Attack):
         return {"attribute_accuracy": float(np.mean(np.concatenate(hits))) if hits else 0.0}
 '''
 
+GRADIENT_ATTACK = '''\
+"""__TITLE__: read each representation off the first layer's gradient (replace with the attack).
+
+Paper: none yet; cite the paper this attack follows (authors, title, venue, year, section).
+Threat model: the adversary sees each client update (the gradient of the loss on one batch) and the public server
+model it was taken on; it does not see the client's representations.
+Deviations: none yet; list every way this implementation differs from the paper.
+
+For a first layer y = W x + b, dL/dW = (dL/db) x^T, so x = (dL/dW)[i] / (dL/db)[i] for any unit i whose bias
+gradient is not zero: exact for an update of one example, a weighted mix of the batch for a larger one.
+"""
+
+''' + _ATTACK_HEAD + '''
+
+def first_layer(update: list) -> tuple[np.ndarray, np.ndarray]:
+    \"\"\"The weight and bias gradients of the model's first linear layer (parameters in model order).\"\"\"
+    for weight, bias in zip(update, update[1:]):
+        if np.ndim(weight) == 2 and np.ndim(bias) == 1 and len(bias) == len(weight):
+            return np.asarray(weight, dtype=np.float64), np.asarray(bias, dtype=np.float64)
+    raise ValueError("the update has no linear layer with a bias")
+
+
+@register_attack("__NAME__")
+@dataclass
+class __CLS__(Attack):
+    \"\"\"Divides the first layer's weight gradient by its bias gradient, at the unit of largest bias gradient.\"\"\"
+
+    accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.GRADIENTS,)
+    metrics: ClassVar[tuple[Metric, ...]] = (
+        Metric("success_rate", True, "fraction of updates whose recovered representation has MSE <= the threshold"),
+        Metric("mse", False, "mean squared error of the recovered representation (lower = closer)", 0.0,
+               float("inf")),
+    )
+    attacks: int = 50  # updates attacked: the first N of the release
+    threshold: float = 0.001  # success: MSE(recovered, true representation) <= this
+
+    def __post_init__(self) -> None:
+        require(self.attacks >= 1, f"__NAME__ attacks must be >= 1, got {self.attacks}.")
+        require(0 < self.threshold < float("inf"), f"__NAME__ threshold must be finite and > 0, got {self.threshold}.")
+
+    def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
+        \"\"\"The recovered representation behind each of the first N updates, ``(N, dim)``.\"\"\"
+        recovered = []
+        for update in release.data.gradients[: self.attacks]:  # bench.core.releases.GradientRelease
+            weight, bias = first_layer(update)
+            unit = int(np.argmax(np.abs(bias)))
+            recovered.append(weight[unit] / bias[unit] if bias[unit] else np.zeros(weight.shape[1]))
+        return np.array(recovered)
+
+    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> np.ndarray:
+        \"\"\"Standard normal representations of the same shape.\"\"\"
+        updates = release.data.gradients[: self.attacks]
+        return rng.standard_normal((len(updates), first_layer(updates[0])[0].shape[1]))
+
+    def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
+        \"\"\"Success rate and mean MSE against the owners' true representations.\"\"\"
+        true = public.encoder.encode(truth.texts[: len(guesses)])
+        mse = ((np.asarray(guesses, dtype=np.float64) - np.asarray(true, dtype=np.float64)) ** 2).mean(axis=1)
+        return {"success_rate": float((mse <= self.threshold).mean()), "mse": float(mse.mean())}
+'''
+
 # -- tasks, one per server family ---------------------------------------------------------------------------------
 
 CLASSIFICATION_TASK = '''\

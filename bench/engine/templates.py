@@ -32,6 +32,7 @@ ATTACK_RELEASES = {
     "token_embeddings": (text.TOKEN_VECTOR_ATTACK, None),
     "rewritten_text": (text.SPAN_ATTACK, None),
     "predictions": (text.PREDICTION_ATTACK, None),
+    "gradients": (text.GRADIENT_ATTACK, None),
 }
 TASK_FAMILIES = {
     "classification": (text.CLASSIFICATION_TASK, None),
@@ -47,7 +48,6 @@ NOT_YET = {
                     "not exist yet",
     },
     "attack": {
-        "gradients": "no template reads a gradients release yet: start from attacks/gradient_matching.py",
         "model": "no template reads a model release yet: start from attacks/name_generation.py",
     },
     "task": {

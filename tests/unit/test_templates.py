@@ -2,6 +2,7 @@
 the template and fails on a planted bug, and a family that does not exist is one sentence with exit code 2."""
 
 import importlib.util
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -92,7 +93,7 @@ def test_a_new_defense_in_a_checkout_puts_its_reference_test_under_tests_unit(tm
 @pytest.mark.parametrize("args, message", [
     (["defense", "dp", "--family", "training"], "the training family"),
     (["defense", "dp", "--family", "noise"], "--family takes representation, token, span, output"),
-    (["attack", "grad", "--release", "gradients"], "attacks/gradient_matching.py"),
+    (["attack", "weights", "--release", "model"], "attacks/name_generation.py"),
     (["attack", "x", "--release", "pictures"], "--release takes sentence_embeddings, text"),
     (["attack", "x", "--family", "token"], "use --release"),
     (["defense", "x", "--release", "text"], "takes --family"),
@@ -123,3 +124,15 @@ def test_the_representation_templates_run_one_check_cell_together(tmp_path, tiny
                     "--encoder", "mock", "--train-args", "epochs=1", *plugins)
     assert result.exit_code == 0, result.output
     assert "utility/accuracy" in result.output and "privacy/rep-attack/identity" in result.output
+
+
+def test_the_gradients_attack_template_reads_an_undefended_update_exactly(tmp_path, tiny_data, results,
+                                                                         clean_registries):
+    # an update of one example gives away its representation through the first layer; TextHide's mixing does not
+    assert invoke("new", "attack", "grad-attack", "--release", "gradients", "--dir", tmp_path).exit_code == 0
+    plugin = ["--plugin", tmp_path / "grad_attack.py", "--encoder", "mock", "--train-args", "epochs=1", "--json"]
+    for defense, success in (("none", 1.0), ("texthide", 0.0)):
+        result = invoke("run", "--defense", defense, "--attack", "grad-attack", "--check", *plugin)
+        assert result.exit_code == 0, result.output
+        record = json.loads(result.stdout)
+        assert record["metrics"]["privacy/grad-attack/success_rate"] == success
