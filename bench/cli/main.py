@@ -741,7 +741,8 @@ def new_component(
     kind: str = typer.Argument(..., help="defense, attack or task."),
     name: str = typer.Argument(..., help="Registry name, e.g. my-defense (the file is my_defense.py)."),
     family: Optional[str] = typer.Option(None, "--family", help="A defense's family (representation, token, span, "
-                                         "output) or a task's (classification, tagging); default the first."),
+                                         "output) or a task's (classification, tagging, attribute); default the "
+                                         "first."),
     release: Optional[str] = typer.Option(None, "--release", help="The release kind a new attack reads "
                                           "(sentence_embeddings, text, token_embeddings, rewritten_text, "
                                           "predictions, gradients); default the first."),

@@ -848,3 +848,54 @@ class __CLS__(Task):
             cursor = edit.span.end
         return out + list(label[cursor:])
 '''
+
+ATTRIBUTE_TASK = '''\
+"""__TITLE__: a review classifier behind a prediction API, its authors' region private (replace with the task).
+
+Paper: none yet; cite the dataset's paper (authors, title, venue, year).
+Threat model: the victim trains on its users' reviews and answers queries through an API; each author's region is
+private, and an attacker queries the API to infer it.
+Deviations: none yet; the template's inline examples stand in for the task's files.
+
+The engine deals the pool into five disjoint splits (``tasks.attributes.AttributeTask.load``): the victim's
+training data, the adversary's queries and attribute-labelled auxiliary texts, the texts whose attributes are
+attacked, and the utility evaluation data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from bench import register_task
+from tasks.attributes import AttributeTask
+
+# replace with the task's data: (label, region, text); the region shows in the spelling, as an attribute may
+REVIEWS = [
+    (good, region, f"the {noun} {verb} {word}")
+    for noun in ("colour", "flavour", "service", "parcel", "fit", "price")
+    for good, word in ((1, "great"), (1, "lovely"), (1, "superb"), (0, "poor"), (0, "awful"), (0, "dull"))
+    for region, verb in ((0, "was really"), (0, "seemed quite"), (0, "felt very"), (0, "looked so"),
+                         (1, "was rather"), (1, "seemed a bit"), (1, "felt somewhat"), (1, "looked fairly"))
+]
+
+
+@register_task("__NAME__")
+@dataclass
+class __CLS__(AttributeTask):
+    \"\"\"Sentiment of a review as the label; the author's region (0 or 1) as the private attribute.\"\"\"
+
+    num_labels = 2
+    attributes: ClassVar[tuple[str, ...]] = ("region",)
+    default_n_train = 24
+    default_n_eval = 12
+
+    def pool(self):
+        \"\"\"Every example: texts, labels, attributes by name, and notes for the record.\"\"\"
+        texts = tuple(text for _, _, text in REVIEWS)
+        labels = np.array([label for label, _, _ in REVIEWS])
+        return texts, labels, {"region": np.array([region for _, region, _ in REVIEWS])}, {"source": "inline"}
+'''
+

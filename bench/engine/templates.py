@@ -37,6 +37,7 @@ ATTACK_RELEASES = {
 TASK_FAMILIES = {
     "classification": (text.CLASSIFICATION_TASK, None),
     "tagging": (text.TAGGING_TASK, None),
+    "attribute": (text.ATTRIBUTE_TASK, None),
 }
 TEMPLATES = {"defense": DEFENSE_FAMILIES, "attack": ATTACK_RELEASES, "task": TASK_FAMILIES}
 CHOICE = {"defense": "--family", "attack": "--release", "task": "--family"}
@@ -54,7 +55,6 @@ NOT_YET = {
         "parsing": "no template for a parsing task yet: start from tasks/ptb.py",
         "reading": "no template for a reading-comprehension task yet: start from tasks/squad.py",
         "pretraining": "no template for a pretraining task yet: start from tasks/clinical.py",
-        "attribute": "no template for a prediction-API (attribute) task yet: start from tasks/attributes.py",
     },
 }
 

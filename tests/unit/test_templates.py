@@ -98,7 +98,7 @@ def test_a_new_defense_in_a_checkout_puts_its_reference_test_under_tests_unit(tm
     (["attack", "x", "--family", "token"], "use --release"),
     (["defense", "x", "--release", "text"], "takes --family"),
     (["task", "x", "--family", "pretraining"], "tasks/clinical.py"),
-    (["task", "x", "--family", "regression"], "--family takes classification, tagging"),
+    (["task", "x", "--family", "regression"], "--family takes classification, tagging, attribute"),
 ])
 def test_a_family_that_does_not_exist_is_one_sentence_and_writes_nothing(args, message, tmp_path):
     result = invoke("new", *args, "--dir", tmp_path)
@@ -136,3 +136,16 @@ def test_the_gradients_attack_template_reads_an_undefended_update_exactly(tmp_pa
         assert result.exit_code == 0, result.output
         record = json.loads(result.stdout)
         assert record["metrics"]["privacy/grad-attack/success_rate"] == success
+
+
+def test_the_output_templates_run_one_check_cell_on_the_attribute_task_template(tmp_path, results,
+                                                                               clean_registries):
+    for kind, flag, choice in (("defense", "--family", "output"), ("attack", "--release", "predictions"),
+                               ("task", "--family", "attribute")):
+        assert invoke("new", kind, f"api-{kind}", flag, choice, "--dir", tmp_path).exit_code == 0
+    plugins = [a for kind in ("defense", "attack", "task") for a in ("--plugin", tmp_path / f"api_{kind}.py")]
+    result = invoke("run", "--task", "api-task", "--defense", "api-defense", "--attack", "api-attack", "--check",
+                    "--encoder", "mock", "--json", *plugins)
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    assert 0 <= metrics["privacy/api-attack/attribute_accuracy"] <= 1 and "utility/accuracy" in metrics
