@@ -139,9 +139,9 @@ def make_spec(
     if "mode" in overrides:
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
     defaults = {**training_defaults(mode, encoder), **task_cls.training_defaults}
-    training = component_args(build_component(TrainingConfig, {**defaults, **overrides}))
+    training = build_component(TrainingConfig, {**defaults, **overrides})
     if protocol == "representations" and not defense_cls.rehides_each_epoch:
-        _check_release_once(defense, defense_obj, training["mode"])
+        _check_release_once(defense, defense_obj, training.mode)
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
     if n_train < 2 or n_eval < 2:
@@ -190,7 +190,6 @@ def cell_context(spec: RunSpec, client_only: bool = False):
     for the client's part alone (``CellContext.client_only``)."""
     from bench.engine.protocols import CellContext
     from bench.engine.server_options import ServerOptions
-    from bench.models.training import TrainingConfig
 
     task = build_component(TASKS.get(spec.task), {})
     defense = guard(build_component(DEFENSES.get(spec.defense), spec.defense_args))  # checks what it releases
@@ -198,8 +197,8 @@ def cell_context(spec: RunSpec, client_only: bool = False):
     wanted = compatible_kind(type(defense), attack_cls, type(task)) if attack_cls is not None else None
     protocol = choose_protocol(type(defense), type(task).protocols, wanted)
     data = task.load(spec.n_train, spec.n_eval, spec.seed)
-    training = TrainingConfig(**spec.training)
-    return CellContext(spec, task, data, training, ServerOptions(**spec.server), client_only), defense, wanted, protocol
+    return CellContext(spec, task, data, spec.training, ServerOptions.of(spec.server), client_only), defense, wanted, \
+        protocol
 
 
 def run_defense(spec: RunSpec):
