@@ -25,6 +25,7 @@ from bench.engine.knowledge import knowledge_for
 from bench.engine.protocols import choose_protocol, released_kinds
 from bench.engine.sanity import check_attack, check_client_part, guard
 from bench.results.migrations import portable_source
+from bench.results.notes import check as check_notes
 from bench.results.record import ResultRecord, version_numbers
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
@@ -262,6 +263,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     directions.update({f"utility/{m.name}": m.higher_is_better for m in probe_metrics(task.metrics)})
     notes = dict(data.notes, **output.notes)
     notes.update(majority_reference(task, data))
+    check_notes(notes, protocol)  # before the attack runs, so a note the schema lacks costs no attack's time
     kept = reuse.before_attack(spec, output, wanted)  # the release's digest, before an attack can touch it
 
     if attack_cls is not None:
@@ -290,6 +292,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         notes.update(public.notes())
     notes["protocol"] = protocol
     notes.update(kept.notes(reused))  # release_digest, attack_s; reused_from and what was reused
+    check_notes(notes, protocol)  # every key declared, typed and on its path (bench.results.notes)
 
     record = ResultRecord(
         run_id=uuid.uuid4().hex,
