@@ -128,6 +128,11 @@ class ResultRecord(BaseModel):
         return version_numbers(self.versions.get(key, "") for key in ("task", "defense", "attack"))
 
     @property
+    def run_spec(self) -> RunSpec:
+        """The stored spec, typed (its training and server settings too); ``spec`` keeps the stored dictionary."""
+        return RunSpec.from_dict(self.spec)
+
+    @property
     def defense(self) -> str:
         """The defense's registry name."""
         return self.spec["defense"]

@@ -30,7 +30,7 @@ def test_there_are_committed_records():
 
 def test_every_committed_spec_rebuilds_typed_and_writes_back_what_is_stored():
     for stored, record in committed():
-        spec = RunSpec.from_dict(record.spec)
+        spec = record.run_spec
         assert type(spec.training) is TrainingConfig
         assert spec.server is None or type(spec.server) in (Adaptation, Pretraining)
         written = spec.to_dict()
