@@ -27,7 +27,8 @@ def _spec_field_types() -> dict[str, tuple[type, ...]]:
 
     kinds = {}
     for name, hint in typing.get_type_hints(RunSpec).items():
-        options = typing.get_args(hint) if isinstance(hint, (types.UnionType, type(typing.Union[int, str]))) else (hint,)
+        union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        options = typing.get_args(hint) if union else (hint,)
         if any(dataclasses.is_dataclass(option) for option in options):
             options = (dict,)
         kinds[name] = tuple(typing.get_origin(option) or option for option in options)
