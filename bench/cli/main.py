@@ -524,22 +524,20 @@ def summarize(results_dir: Optional[Path] = ResultsOption) -> None:
 @app.command()
 @user_errors
 def backfill(results_dir: Optional[Path] = ResultsOption) -> None:
-    """Bring records made by older runners up to what the runner records today, values untouched: add the
-    majority-class reference (notes.majority_utility), recomputed from each cell's data with its data hash checked,
-    and list each attack's metrics in its declared order (headline first, what readers rank by)."""
-    from bench.engine.backfill import backfill_majority, order_attack_metrics
+    """Add the majority-class reference (notes.majority_utility) to records made by older runners, recomputed from
+    each cell's data with its data hash checked; every other value untouched. (What a record's own fields
+    determine, such as the order of an attack's metrics, is brought up to date when it is read.)"""
+    from bench.engine.backfill import backfill_majority
     from bench.results.store import ResultStore
 
     store = ResultStore(results_dir)
     store.check_exists()
     store.check_writable()
     majority = backfill_majority(store.records_dir)
-    ordered = order_attack_metrics(store.records_dir)
-    for report, what in ((majority, "majority reference"), (ordered, "metric order")):
-        for reason, count in sorted(report.skipped.items()):
-            err.print(f"  {what}: left {count} record(s) as they were: {plain(reason)}", highlight=False)
-    out.print(f"added the majority-class reference to {majority.updated} record(s) and put the attack metrics of "
-              f"{ordered.updated} in declared order in {plain(store.records_dir)}", highlight=False)
+    for reason, count in sorted(majority.skipped.items()):
+        err.print(f"  majority reference: left {count} record(s) as they were: {plain(reason)}", highlight=False)
+    out.print(f"added the majority-class reference to {majority.updated} record(s) in {plain(store.records_dir)}",
+              highlight=False)
 
 
 def _summary_table(board) -> Table:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from bench.core.options import ServerSettings, TrainingConfig, server_args, server_from, training_from
+from bench.core.params import component_args
 
 
 @dataclass(frozen=True)
@@ -19,8 +23,8 @@ class RunSpec:
     encoder: str  # "minilm", "mock" or a Hugging Face hub id
     defense_args: dict[str, Any] = field(default_factory=dict)  # resolved defense parameters
     attack_args: dict[str, Any] = field(default_factory=dict)  # resolved attack parameters
-    training: dict[str, Any] = field(default_factory=dict)  # resolved server training settings
-    server: dict[str, Any] = field(default_factory=dict)  # resolved server options (privacy-adaptive pretraining)
+    training: TrainingConfig = field(default_factory=TrainingConfig)  # resolved server training settings
+    server: ServerSettings = None  # privacy-adaptive pretraining, a pretraining task's settings, or none
     n_train: int = 0  # training examples drawn from the task's train split
     n_eval: int = 0  # evaluation examples drawn from the task's evaluation split
     pooling: str = "mean"  # sentence representation: mean of tokens, cls, or the model's pooler
@@ -30,10 +34,18 @@ class RunSpec:
     seed: int = 0  # seeds data sampling, mechanism randomness and training
     smoke: bool = False  # a --check cell: what it builds once is built at the smoke budget (bench.core.smoke)
 
+    def __post_init__(self) -> None:
+        """Training and server settings given as dictionaries (a stored record's) are typed here."""
+        object.__setattr__(self, "training", training_from(self.training))
+        object.__setattr__(self, "server", server_from(self.server))
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dictionary (``smoke`` only when set, so a real cell's dictionary and hash are as
+        """Plain JSON-ready dictionary, as records store it: the training and server settings as dictionaries (the
+        server's empty when there are none), ``smoke`` only when set (so a real cell's dictionary and hash are as
         before it existed)."""
-        data = dataclasses.asdict(self)
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["defense_args"], data["attack_args"] = copy.deepcopy(self.defense_args), copy.deepcopy(self.attack_args)
+        data["training"], data["server"] = component_args(self.training), server_args(self.server)
         if not data["smoke"]:
             data.pop("smoke")
         return data
@@ -63,7 +75,7 @@ class RunSpec:
         """Short human-readable description."""
         args = ",".join(f"{k}={v}" for k, v in self.defense_args.items())
         defense = f"{self.defense}({args})" if args else self.defense
-        server = ",".join(f"{k}={v}" for k, v in self.server.items() if k in ("adapt", "pretrain_steps"))
+        server = ",".join(f"{k}={v}" for k, v in server_args(self.server).items() if k in ("adapt", "pretrain_steps"))
         defense = f"{defense} + server({server})" if server else defense
         precision = "" if self.precision == "fp32" else f" / {self.precision}"
         smoke = " / smoke budget" if self.smoke else ""

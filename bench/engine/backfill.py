@@ -1,20 +1,14 @@
-"""Backfill what the runner records today into records made before it did.
-
-Two backfills, each leaving every value as it was:
-
-- the majority-class reference (below);
-- the order of an attack's metrics: the runner lists them as the attack declares them, headline first, and
-  readers rank by the first (``bench report``, the dashboard); records made before listed them in the order the
-  attack computed them (AIA's per-attribute accuracies came first). ``order_attack_metrics`` reorders those keys,
-  values and directions untouched.
-
-The majority-class reference:
+"""Backfill the majority-class reference into records made before the runner recorded it.
 
 ``run_cell`` records ``notes.majority_utility`` (the task's metrics for answering the training split's most frequent
 label on every evaluation example) since the leaderboard draws a majority line; older records lack it. It depends
 only on the cell's data, which the spec fixes (task, sizes, seed): this module reloads that data, checks that its
 hash equals the record's ``data_hash`` (so the note describes the data the cell ran on), and writes the note with
 ``majority_utility_backfilled`` beside it. Metrics, specs and every other field stay as they were.
+
+This is the one backfill that rewrites files: it needs each cell's data, which reading a record must not load.
+What a record's own fields determine is supplied when it is read instead (``bench.results.migrations``): the order
+of an attack's metrics, which this module rewrote on disk before.
 """
 
 from __future__ import annotations
@@ -59,68 +53,6 @@ def backfill_majority(records_dir: Path) -> BackfillReport:
                 with atomic_writer(path, "w") as handle:
                     handle.write("".join(lines))
     return report
-
-
-def order_attack_metrics(records_dir: Path) -> BackfillReport:
-    """List each record's attack metrics (``privacy/<attack>/*``, ``random/<attack>/*``) in the order its attack
-    declares them, in ``metrics`` and ``higher_is_better``; each file is rewritten atomically under its lock, and
-    a record of an attack that is no longer registered is left as it is."""
-    from bench.core.files import atomic_writer
-
-    report = BackfillReport()
-    for path in sorted(Path(records_dir).glob("*.jsonl")):
-        with FileLock(str(path) + ".lock"):
-            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-            reordered = [_reordered(line, report) for line in lines]
-            if any(new is not None for new in reordered):
-                with atomic_writer(path, "w") as handle:
-                    handle.write("".join(old if new is None else new for old, new in zip(lines, reordered)))
-    return report
-
-
-def _reordered(line: str, report: BackfillReport) -> str | None:
-    """The line with its attack's metrics in declared order, or None (already so, or left as it is)."""
-    from pydantic import ValidationError
-
-    from bench.core.errors import BenchError
-    from bench.core.registry import ATTACKS
-    from bench.results.migrations import SCHEMA_VERSION
-    from bench.results.record import ResultRecord
-
-    try:
-        raw = json.loads(line)
-        record = ResultRecord.model_validate(raw)
-    except (json.JSONDecodeError, ValidationError, TypeError):
-        if line.strip():
-            report.skip("unreadable line (left as it is)")
-        return None
-    if raw.get("schema_version") != SCHEMA_VERSION:  # rewriting it would also migrate it: not a reorder only
-        report.skip("older record schema (left as it is; it is migrated when read)")
-        return None
-    attack = record.spec.get("attack")
-    if not attack:
-        return None
-    try:
-        declared = {m.name: place for place, m in enumerate(ATTACKS.get(attack).metrics)}
-    except BenchError:
-        report.skip("attack not registered here (left as it is)")
-        return None
-    keys = list(record.metrics)
-    ordered = list(keys)
-    for prefix in (f"privacy/{attack}/", f"random/{attack}/"):
-        slots = [i for i, key in enumerate(keys) if key.startswith(prefix)]
-        ranked = sorted((keys[i] for i in slots), key=lambda key: declared.get(key[len(prefix):], len(declared)))
-        for slot, key in zip(slots, ranked):
-            ordered[slot] = key
-    if ordered == keys:
-        return None
-    directions = record.higher_is_better
-    record = record.model_copy(update={
-        "data_source": raw["data_source"],  # as stored: reading names it portably, a reorder leaves it alone
-        "metrics": {key: record.metrics[key] for key in ordered},
-        "higher_is_better": {key: directions[key] for key in ordered if key in directions} | directions})
-    report.updated += 1
-    return record.model_dump_json() + "\n"
 
 
 def _backfilled(line: str, cache: dict, report: BackfillReport) -> str | None:

@@ -426,7 +426,7 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
         device = spec.device.split(":")[0]
         status = "recorded" if cell_key(spec) in done else "to run"
         seconds, used, basis = None, device, "no past record"
-        server = server_key(spec.server)
+        server = server_key(spec.to_dict()["server"])
         reused = reuse(spec) if reuse is not None and status == "to run" else ""
         if reused:
             basis = "no past record of the attack alone"

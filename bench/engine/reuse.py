@@ -111,7 +111,7 @@ def base_config(spec_dict: dict[str, Any]) -> str:
 
 def target(spec: RunSpec) -> Target | None:
     """The cell's attacked release, when the store keeps its kind (frozen token or representation protocols)."""
-    if spec.attack is None or spec.training.get("mode") != "frozen":
+    if spec.attack is None or spec.training.mode != "frozen":
         return None
     task_cls, defense_cls, attack_cls = TASKS.get(spec.task), DEFENSES.get(spec.defense), ATTACKS.get(spec.attack)
     kind = runner.compatible_kind(defense_cls, attack_cls, task_cls)
@@ -163,10 +163,8 @@ class RecordIndex:
 def expects_probe(spec: RunSpec) -> bool:
     """Whether a full run of the cell records the probe's utility metrics (a frozen server of a family that fits
     it beside its head: ``bench.models.probe``)."""
-    from bench.models.training import TrainingConfig
-
     task = build_component(TASKS.get(spec.task), {})
-    return hasattr(task.server(spec, TrainingConfig(**spec.training)), "probe")
+    return hasattr(task.server(spec, spec.training), "probe")
 
 
 def _plain(value: Any) -> Any:

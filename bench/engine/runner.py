@@ -25,6 +25,7 @@ from bench.engine.knowledge import knowledge_for
 from bench.engine.protocols import choose_protocol, released_kinds
 from bench.engine.sanity import check_attack, check_client_part, guard
 from bench.results.migrations import portable_source
+from bench.results.notes import check as check_notes
 from bench.results.record import ResultRecord, version_numbers
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
@@ -139,9 +140,9 @@ def make_spec(
     if "mode" in overrides:
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
     defaults = {**training_defaults(mode, encoder), **task_cls.training_defaults}
-    training = component_args(build_component(TrainingConfig, {**defaults, **overrides}))
+    training = build_component(TrainingConfig, {**defaults, **overrides})
     if protocol == "representations" and not defense_cls.rehides_each_epoch:
-        _check_release_once(defense, defense_obj, training["mode"])
+        _check_release_once(defense, defense_obj, training.mode)
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
     if n_train < 2 or n_eval < 2:
@@ -190,7 +191,6 @@ def cell_context(spec: RunSpec, client_only: bool = False):
     for the client's part alone (``CellContext.client_only``)."""
     from bench.engine.protocols import CellContext
     from bench.engine.server_options import ServerOptions
-    from bench.models.training import TrainingConfig
 
     task = build_component(TASKS.get(spec.task), {})
     defense = guard(build_component(DEFENSES.get(spec.defense), spec.defense_args))  # checks what it releases
@@ -198,8 +198,8 @@ def cell_context(spec: RunSpec, client_only: bool = False):
     wanted = compatible_kind(type(defense), attack_cls, type(task)) if attack_cls is not None else None
     protocol = choose_protocol(type(defense), type(task).protocols, wanted)
     data = task.load(spec.n_train, spec.n_eval, spec.seed)
-    training = TrainingConfig(**spec.training)
-    return CellContext(spec, task, data, training, ServerOptions(**spec.server), client_only), defense, wanted, protocol
+    return CellContext(spec, task, data, spec.training, ServerOptions.of(spec.server), client_only), defense, wanted, \
+        protocol
 
 
 def run_defense(spec: RunSpec):
@@ -263,6 +263,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     directions.update({f"utility/{m.name}": m.higher_is_better for m in probe_metrics(task.metrics)})
     notes = dict(data.notes, **output.notes)
     notes.update(majority_reference(task, data))
+    check_notes(notes, protocol)  # before the attack runs, so a note the schema lacks costs no attack's time
     kept = reuse.before_attack(spec, output, wanted)  # the release's digest, before an attack can touch it
 
     if attack_cls is not None:
@@ -291,6 +292,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         notes.update(public.notes())
     notes["protocol"] = protocol
     notes.update(kept.notes(reused))  # release_digest, attack_s; reused_from and what was reused
+    check_notes(notes, protocol)  # every key declared, typed and on its path (bench.results.notes)
 
     record = ResultRecord(
         run_id=uuid.uuid4().hex,

@@ -15,60 +15,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.core.params import require, within
+from bench.core.options import PRETRAINING_PREFIXES, Adaptation, Pretraining, ServerSettings, server_args
+from bench.core.params import require
 from bench.models.adaptation import OBJECTIVES
 
-PRETRAINING_PREFIXES = ("pretrain_", "utility_")  # options of pretraining tasks only
 
-
-@dataclass
-class ServerOptions:
-    """Options of the server's training beyond the head (``--server-args``)."""
-
-    adapt: str = ""  # privacy-adaptive pretraining: vanilla, prob or denoising MLM; empty = none
-    adapt_steps: int = within(300, "[1, 1e8]")  # its optimizer steps on privatized public text (a CPU budget)
-    adapt_batch_size: int = within(16, "[1, 65536]")  # sequences per step (a CPU budget; see AdaptationConfig)
-    adapt_lr: float = within(5e-5, "(0, 10]")  # AdamW learning rate
-    adapt_corpus: str = "auto"  # public text: offline squad/conll2003/agnews/auto, or a hub corpus
-    pretrain_mlm: str = "minilm-mlm"  # pretraining tasks: the MLM further pretrained on the release (load_mlm name)
-    pretrain_steps: int = within(200, "[0, 1e8]")  # pretraining tasks: its optimizer steps (0 = the MLM as it is)
-    pretrain_allow_untrained: bool = False  # pretraining tasks: accept an MLM with an untrained head (tests only)
-    utility_n_train: int = within(1000, "[2, 1e8]")  # pretraining tasks: training sentences of the utility task
-    utility_n_eval: int = within(300, "[2, 1e8]")  # pretraining tasks: evaluation sentences of the utility task
+@dataclass(frozen=True)
+class ServerOptions(Pretraining, Adaptation):
+    """Options of the server's training beyond the head (``--server-args``): every field of ``Adaptation`` and of
+    ``Pretraining``, of which a spec keeps the part that applies (``resolved``)."""
 
     def __post_init__(self) -> None:
+        Adaptation.__post_init__(self)
+        Pretraining.__post_init__(self)
         require(self.adapt in ("", *OBJECTIVES),
                 f"adapt must be vanilla, prob or denoising (or empty), got '{self.adapt}'.")
-        require(self.adapt_steps >= 1, f"adapt_steps must be >= 1, got {self.adapt_steps}.")
-        require(self.adapt_batch_size >= 1, f"adapt_batch_size must be >= 1, got {self.adapt_batch_size}.")
-        require(self.adapt_lr > 0, f"adapt_lr must be > 0, got {self.adapt_lr}.")
         from bench.data.public_corpus import check_corpus_name
 
         check_corpus_name(self.adapt_corpus)
-        require(self.pretrain_steps >= 0, f"pretrain_steps must be >= 0 (0 = the MLM as it is), got "
-                                          f"{self.pretrain_steps}.")
-        require(self.utility_n_train >= 2 and self.utility_n_eval >= 2,
-                f"utility_n_train and utility_n_eval must be at least 2, got {self.utility_n_train} and "
-                f"{self.utility_n_eval}.")
         from bench.models.mlm import check_mlm_name
 
         check_mlm_name(self.pretrain_mlm, self.pretrain_allow_untrained)
 
-    def resolved(self, given: dict, pretraining: bool = False) -> dict:
-        """The options a spec keeps: none when nothing is adapted, so plain cells keep their config hash; a
-        pretraining task's (``pretrain_*``, ``utility_*``), resolved, when the task pretrains."""
-        from bench.core.params import component_args
+    @classmethod
+    def of(cls, server: ServerSettings) -> "ServerOptions":
+        """The options a spec's server settings stand for (the defaults elsewhere)."""
+        return cls(**server_args(server))
 
+    def resolved(self, given: dict, pretraining: bool = False) -> ServerSettings:
+        """The settings a spec keeps: none when nothing is adapted, so plain cells keep their config hash; a
+        pretraining task's, resolved, when the task pretrains."""
         own = [k for k in given if k.startswith(PRETRAINING_PREFIXES)]
         if pretraining:
             require(not self.adapt, "privacy-adaptive pretraining (adapt=) does not apply to a pretraining task.")
-            return {k: v for k, v in component_args(self).items() if k.startswith(PRETRAINING_PREFIXES)}
+            return Pretraining(**_fields_of(self, Pretraining))
         require(not own, f"server options {', '.join(sorted(own))} apply to pretraining tasks only (clinical-deid, "
                          "clinical-spl, ...).")
         if not self.adapt:
             require(not given, f"server options {', '.join(sorted(given))} need adapt=vanilla, prob or denoising.")
-            return {}
-        return {k: v for k, v in component_args(self).items() if not k.startswith(PRETRAINING_PREFIXES)}
+            return None
+        return Adaptation(**_fields_of(self, Adaptation))
 
     def pretraining(self, seed: int = 0):
         """The further-pretraining budget (``bench.models.further_pretraining.PretrainingBudget``)."""
@@ -84,3 +70,8 @@ class ServerOptions:
 
         return AdaptationConfig(self.adapt, self.adapt_steps, self.adapt_batch_size, self.adapt_lr,
                                 corpus=self.adapt_corpus)
+
+
+def _fields_of(options: ServerOptions, part: type) -> dict:
+    """The values ``options`` holds for the fields of ``part`` (``Adaptation`` or ``Pretraining``)."""
+    return {name: getattr(options, name) for name in part.__dataclass_fields__}

@@ -7,12 +7,12 @@ the defense's batch transform together with the head.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from bench.core.params import require, within
+from bench.core.options import TrainingConfig  # defined with the spec that records it; read here
+from bench.core.params import require
 from bench.core.progress import track
 
 # (representations, targets, generator) -> (released representations, released targets)
@@ -27,31 +27,7 @@ MODE_DEFAULTS = {
     "finetune": {"epochs": 20, "lr": 1e-5, "batch_size": 32},
 }
 # An untrained BiLSTM needs a transformer's-pretraining-free learning rate (offline choice, not the paper's).
-MAX_LR = 1e30  # Adam's first step is lr / (1 - beta1) = 10 lr, which must stay below float32's 3.4e38
 ENCODER_DEFAULTS = {"bilstm": {"finetune": {"epochs": 10, "lr": 1e-3, "batch_size": 32}}}
-
-
-@dataclass
-class TrainingConfig:
-    """How the server trains its utility model."""
-
-    mode: str = "frozen"  # frozen (cached features, head only) or finetune (encoder trains too)
-    epochs: int = within(120, "[1, 1e5]")  # passes over the training releases
-    lr: float = within(2e-3, "(0, 10]")  # peak learning rate (Adam; AdamW when fine-tuning), cosine decay to 0
-    batch_size: int = within(64, "[2, 65536]")  # examples per batch; TextHide mixes within a batch (paper: 32)
-    head_layers: int = within(2, "[0, 64]")  # hidden layers of the MLP head, each as wide as the encoder
-    activation: str = "relu"  # relu, or tanh as in TextHide's code (tanh fails on frozen masked features)
-    dropout: float = within(0.0, "[0, 1)")  # dropout on the head's input (TextHide used 0.4 on SST-2 when fine-tuning)
-
-    def __post_init__(self) -> None:
-        require(self.mode in MODE_DEFAULTS, f"mode must be frozen or finetune, got '{self.mode}'.")
-        require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}.")
-        require(0 < self.lr <= MAX_LR, f"lr must be positive and at most {MAX_LR:g} (larger overflows the "
-                f"optimizer's float32 steps), got {self.lr}.")
-        require(self.batch_size >= 2, f"batch_size must be at least 2, got {self.batch_size}.")
-        require(self.head_layers >= 0, f"head_layers must be >= 0, got {self.head_layers}.")
-        require(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}.")
-        require(self.activation in ACTIVATIONS, f"activation must be relu or tanh, got '{self.activation}'.")
 
 
 def training_defaults(mode: str, encoder: str = "") -> dict:
@@ -60,9 +36,6 @@ def training_defaults(mode: str, encoder: str = "") -> dict:
     require(not (encoder == "bilstm" and mode == "frozen"),
             "the bilstm encoder has no pretrained weights: run it with --mode finetune.")
     return {"mode": mode, **MODE_DEFAULTS[mode], **ENCODER_DEFAULTS.get(encoder, {}).get(mode, {})}
-
-
-ACTIVATIONS = ("relu", "tanh")
 
 
 def make_head(dim: int, num_outputs: int, config: TrainingConfig):

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bench.core.errors import BenchError
 from bench.core.registry import NAME
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.spec import RunSpec
@@ -18,13 +19,18 @@ VERSION = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*@[0-9]+$")  # a componen
 
 
 def _spec_field_types() -> dict[str, tuple[type, ...]]:
-    """RunSpec's fields and the types a record stores each as, read from its annotations (``str | None``: both)."""
+    """RunSpec's fields and the types a record stores each as, read from its annotations (``str | None``: both; a
+    typed setting, a dataclass or none of them, is stored as a dictionary)."""
+    import dataclasses
     import types
     import typing
 
     kinds = {}
     for name, hint in typing.get_type_hints(RunSpec).items():
-        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        options = typing.get_args(hint) if union else (hint,)
+        if any(dataclasses.is_dataclass(option) for option in options):
+            options = (dict,)
         kinds[name] = tuple(typing.get_origin(option) or option for option in options)
     return kinds
 
@@ -108,8 +114,8 @@ class ResultRecord(BaseModel):
                 raise ValueError(f"spec.{key} {name!r} is not a component name")
         try:
             RunSpec.from_dict(self.spec)
-        except TypeError as exc:  # a field without a default is missing (a schema-1 record without attack)
-            raise ValueError(f"spec cannot be rebuilt ({exc})") from None
+        except (TypeError, BenchError) as exc:  # a field without a default is missing (a schema-1 record without
+            raise ValueError(f"spec cannot be rebuilt ({exc})") from None  # attack), or a setting is out of range
         if self.spec.get("seed", self.seed) != self.seed:
             raise ValueError(f"seed {self.seed} is not its spec's ({self.spec.get('seed')})")
         return self
@@ -121,6 +127,11 @@ class ResultRecord(BaseModel):
     def version_numbers(self) -> tuple[int, ...]:
         """The task's, defense's and attack's version numbers, for ordering (0 where none is recorded)."""
         return version_numbers(self.versions.get(key, "") for key in ("task", "defense", "attack"))
+
+    @property
+    def run_spec(self) -> RunSpec:
+        """The stored spec, typed (its training and server settings too); ``spec`` keeps the stored dictionary."""
+        return RunSpec.from_dict(self.spec)
 
     @property
     def defense(self) -> str:

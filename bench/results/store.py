@@ -246,7 +246,7 @@ class ResultStore:
 
 def _unseeded(record: ResultRecord) -> RunSpec:
     """A record's spec with the seed set aside (what its config hash covers)."""
-    return dataclasses.replace(RunSpec.from_dict(record.spec), seed=0)
+    return dataclasses.replace(record.run_spec, seed=0)
 
 
 def _write_all(fd: int, data: bytes) -> None:

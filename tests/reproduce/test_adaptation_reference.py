@@ -61,7 +61,7 @@ def test_reference_cells_map_to_server_options():
         for objective in reference["objectives"]:
             spec = make_spec(defense=scheme["defense"], defense_args={"eta": 100.0}, attack="inversion",
                              server_args=server_args(reference, objective), encoder="mock")
-            assert spec.server.get("adapt", "") == reference["objectives"][objective]
+            assert getattr(spec.server, "adapt", "") == reference["objectives"][objective]
             if spec.server:
-                assert (spec.server["adapt_steps"], spec.server["adapt_batch_size"], spec.server["adapt_lr"]) == (
+                assert (spec.server.adapt_steps, spec.server.adapt_batch_size, spec.server.adapt_lr) == (
                     budget["steps"], budget["batch_size"], budget["lr"])

@@ -32,35 +32,3 @@ def test_backfill_adds_the_runners_majority_note_and_only_that(tiny_data, tmp_pa
     assert json.loads(after[0])["metrics"] == json.loads(before[0])["metrics"]
     assert backfilled.model_dump(exclude={"notes"}) == old.model_dump(exclude={"notes"})
     assert backfill_majority(store.records_dir).updated == 0  # idempotent
-
-
-def test_backfill_lists_an_attacks_metrics_in_declared_order_values_untouched(tiny_data, tmp_path):
-    from bench.core.registry import ATTACKS
-    from bench.engine.backfill import order_attack_metrics
-
-    store = ResultStore(tmp_path / "results")
-    fresh = run_cell(make_spec(task="sst2", encoder="mock", n_train=16, n_eval=8, attack="rss",
-                               training_args={"epochs": 1}))
-    declared = [m.name for m in ATTACKS.get("rss").metrics]
-    assert [k.split("/")[-1] for k in fresh.metrics if k.startswith("privacy/")] == declared  # the runner's order
-    old_order = sorted(fresh.metrics, key=lambda k: (k.split("/")[0] != "utility", k.split("/")[0], k[::-1]))
-    assert old_order != list(fresh.metrics)
-    old = fresh.model_copy(update={"metrics": {k: fresh.metrics[k] for k in old_order},
-                                   "higher_is_better": {k: fresh.higher_is_better[k] for k in old_order}})
-    store.append(old)
-    store.append(fresh)  # already in order: its line stays byte for byte
-    path = store.files()[0]
-    older = json.loads(path.read_text().splitlines()[0])
-    older["schema_version"] = 1  # rewriting a schema-1 record would migrate it too: left as it is
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(older) + "\n")
-    before = path.read_text().splitlines()
-
-    report = order_attack_metrics(store.records_dir)
-
-    after = path.read_text().splitlines()
-    assert report.updated == 1 and after[1:] == before[1:]
-    assert report.skipped == {"older record schema (left as it is; it is migrated when read)": 1}
-    assert after[0] == before[1].replace(fresh.run_id, old.run_id)  # the same line as the runner writes today
-    assert json.loads(after[0]) == json.loads(before[0])  # same keys and values, only their order moved
-    assert order_attack_metrics(store.records_dir).updated == 0  # idempotent

@@ -173,11 +173,11 @@ def test_check_shortens_pretraining_unless_its_steps_are_chosen(monkeypatch, tin
     cell = ("run", "--defense", "dchi-token", "--attack", "inversion", "--check")
     for server_args, steps in (("adapt=denoising", CHECK_STEPS), ("adapt=denoising,adapt_steps=7", 7)):
         assert invoke(*cell, "--server-args", server_args).exit_code == 2
-        assert specs[-1].server["adapt_steps"] == steps and specs[-1].training["epochs"] == 1
+        assert specs[-1].server.adapt_steps == steps and specs[-1].training.epochs == 1
     invoke(*cell)
-    assert specs[-1].server == {}  # nothing to adapt: the spec keeps no server options
+    assert specs[-1].server is None  # nothing to adapt: the spec keeps no server options
     clinical = ("run", "--task", "clinical-spl", "--defense", "none", "--attack", "name-generation", "--check")
     for extra, steps in (((), CHECK_STEPS), (("--server-args", "pretrain_steps=0"), 0)):
         assert invoke(*clinical, *extra).exit_code == 2
-        assert specs[-1].task == "clinical-spl" and specs[-1].server["pretrain_steps"] == steps
+        assert specs[-1].task == "clinical-spl" and specs[-1].server.pretrain_steps == steps
     assert len(specs) == 5

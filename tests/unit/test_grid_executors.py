@@ -145,7 +145,7 @@ def test_the_gpu_grid_asks_for_a_gpu_per_cell_and_resolves_with_a_mock_encoder(t
     offline = write(tmp_path, source.read_text().replace("encoders: [bert-base-cased]", "encoders: [mock]"))
     specs = load_grid(offline, here=False)  # the driver need not have the GPU
     assert len(specs) == 36 and {s.device for s in specs} == {"cuda"}
-    assert {s.training["mode"] for s in specs} == {"finetune"} and {s.pooling for s in specs} == {"pooler"}
+    assert {s.training.mode for s in specs} == {"finetune"} and {s.pooling for s in specs} == {"pooler"}
 
 
 def test_a_new_pretraining_budget_is_estimated_from_its_budget_not_from_the_defense():

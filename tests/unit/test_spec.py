@@ -11,7 +11,7 @@ def test_defaults_are_resolved_before_hashing(tiny_data):
     explicit = make_spec(defense="texthide", defense_args="m=256,k=4", attack="rss", encoder="mock")
     assert short.defense_args == {"m": 256, "k": 4}
     assert short.config_hash() == explicit.config_hash()
-    assert short.training["mode"] == "frozen" and short.training["epochs"] >= 1
+    assert short.training.mode == "frozen" and short.training.epochs >= 1
 
 
 def test_hash_covers_everything_but_the_seed(tiny_data):
