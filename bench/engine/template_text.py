@@ -896,6 +896,7 @@ class __CLS__(AttributeTask):
         \"\"\"Every example: texts, labels, attributes by name, and notes for the record.\"\"\"
         texts = tuple(text for _, _, text in REVIEWS)
         labels = np.array([label for label, _, _ in REVIEWS])
-        return texts, labels, {"region": np.array([region for _, region, _ in REVIEWS])}, {"source": "inline"}
+        return texts, labels, {"region": np.array([region for _, region, _ in REVIEWS])}, \
+            {"label": "sentiment (1 = positive)", "attributes": "region (0 or 1)"}
 '''
 
