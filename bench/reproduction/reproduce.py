@@ -160,7 +160,7 @@ def load_mapping(root: Path, table: str) -> dict[str, Any]:
     load_reference(root, table)  # an unknown table is named with the known ones
     path = reproduction_dir(definitions(root)) / f"{table}.yaml"
     if not path.is_file():
-        raise BenchError(f"reference table '{table}' has no mapping {path}; write one (see bench/analysis/"
+        raise BenchError(f"reference table '{table}' has no mapping {path}; write one (see bench/reproduction/"
                          "reproduce.py) or one with 'not_mapped: <reason>'.")
     try:
         mapping = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
