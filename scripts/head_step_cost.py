@@ -20,14 +20,14 @@ from bench.models.training import TrainingConfig, make_head, train_head
 BATCH, STEPS_PER_EPOCH = 64, 125
 
 
-def head_step_ms(width: int, epochs: int) -> float:
+def head_step_ms(width: int, epochs: int, steps_per_epoch: int = STEPS_PER_EPOCH) -> float:
     """Milliseconds per training step of ``train_head`` on random features of ``width`` (no defense transform)."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((BATCH * STEPS_PER_EPOCH, width)).astype(np.float32)
+    x = rng.standard_normal((BATCH * steps_per_epoch, width)).astype(np.float32)
     y = np.eye(2, dtype=np.float32)[rng.integers(0, 2, len(x))]
     started = time.perf_counter()
     train_head(x, y, lambda xb, yb, _: (xb, yb), TrainingConfig(epochs=epochs), 0)
-    return (time.perf_counter() - started) / (epochs * STEPS_PER_EPOCH) * 1e3
+    return (time.perf_counter() - started) / (epochs * steps_per_epoch) * 1e3
 
 
 def products_ms(width: int = 384, repeats: int = 2000) -> float:

@@ -32,6 +32,9 @@ def main() -> None:
     parser.add_argument("--seed", default="0", help="the cell's seed")
     parser.add_argument("--train-args", default="", help="server training overrides, as bench run takes them")
     parser.add_argument("--fused-adam", action="store_true", help="train the head with Adam's fused path")
+    parser.add_argument("--encoder", default="", help="another encoder than the cell's (mock for a smoke run)")
+    parser.add_argument("--n-train", default="", help="training examples, if not the task's")
+    parser.add_argument("--n-eval", default="", help="evaluation examples, if not the task's")
     args = parser.parse_args()
     if args.checkout:
         use_checkout(args.checkout)
@@ -55,7 +58,9 @@ def main() -> None:
     run_cell, records = runner.run_cell, []
     runner.run_cell = lambda spec: records.append(run_cell(spec)) or records[-1]
     sys.argv = ["bench", "run", "--defense", "texthide", "--attack", "rss", "--no-save", "--seed", args.seed]
-    sys.argv += ["--train-args", args.train_args] if args.train_args else []
+    for option, value in (("--train-args", args.train_args), ("--encoder", args.encoder), ("--n-train", args.n_train),
+                          ("--n-eval", args.n_eval)):
+        sys.argv += [option, value] if value else []
     try:
         app()
     except SystemExit as exc:

@@ -82,18 +82,19 @@ def spread(rows: list[dict], key: str) -> dict:
     return {name: float(max(r[key][name] for r in rows) - min(r[key][name] for r in rows)) for name in names}
 
 
-def measure(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) -> dict:
+def measure(task_name: str, n_train: int, n_eval: int, seed: int, draws: int, encoder_name: str = "minilm") -> dict:
     """Every variant's probe and head figures on one task, and the spreads."""
     import bench.engine.runner  # noqa: F401  (registers the tasks)
     from bench.core.params import build_component
     from bench.core.registry import TASKS
-    from bench.models.encoders import Encoder
+    from bench.models.encoders import Encoder, mock_dimension
+    from bench.models.loading import load_encoder
 
     task = build_component(TASKS.get(task_name), {})
     data = task.load(n_train, n_eval, seed)
     texts_train, texts_eval = list(data.train.texts), list(data.eval.texts)
     y, y_eval = np.asarray(data.train.labels), np.asarray(data.eval.labels)
-    encoder = Encoder("minilm", cache=False)
+    encoder = load_encoder(encoder_name) if mock_dimension(encoder_name) else Encoder(encoder_name, cache=False)
     shuffle = np.random.default_rng(seed + 1).permutation
     encodings = {  # name -> (threads, batch size, order of the training / evaluation sentences)
         "1 thread, batch 64": (1, 64, None, None),
@@ -156,7 +157,8 @@ def summary(task_name: str, n_train: int, n_eval: int, seed: int, variants: list
             "load_average": os.getloadavg()}
 
 
-def measure_tagging(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) -> dict:
+def measure_tagging(task_name: str, n_train: int, n_eval: int, seed: int, draws: int,
+                    encoder_name: str = "minilm") -> dict:
     """The probe's and the head's metrics of a token-tagging cell (undefended) under each re-encoding and noise draw
     of the per-token states, and their spreads."""
     import torch
@@ -165,7 +167,7 @@ def measure_tagging(task_name: str, n_train: int, n_eval: int, seed: int, draws:
     from bench.models.encoders import Encoder
 
     original = Encoder.token_states
-    spec = make_spec(task=task_name, defense="none", n_train=n_train, n_eval=n_eval, seed=seed)
+    spec = make_spec(task=task_name, defense="none", encoder=encoder_name, n_train=n_train, n_eval=n_eval, seed=seed)
 
     def states_with(threads: int, batch: int, shuffled: bool, noise_draw: int | None):
         def token_states(self, items, batch_size: int = 64):
@@ -219,11 +221,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-draws", type=int, default=3)
     parser.add_argument("--out", default="")
+    parser.add_argument("--encoder", default="minilm", help="minilm, or mock for a smoke run")
     args = parser.parse_args()
     results = []
     for task in args.tasks.split(","):
         run = measure_tagging if task in TAGGING else measure
-        result = run(task, args.n_train, args.n_eval, args.seed, args.noise_draws)
+        result = run(task, args.n_train, args.n_eval, args.seed, args.noise_draws, args.encoder)
         print(json.dumps({"task": task, "spread": result["spread"], "load_average": result["load_average"]}),
               flush=True)
         results.append(result)
