@@ -1,10 +1,10 @@
-"""Where the main job's head training spends a step, against its arithmetic floor (issue 20, item 3).
+"""Where the main job's head training spends a step, against its arithmetic floor.
 
 The main job (``bench run --defense texthide --attack rss``) trains the frozen-mode head for 120 epochs of 125
-batches of 64 (15,000 Adam steps). This times ``bench.models.training.train_head`` on random features of the
-encoder's width (384) and of width 8 (where the step is almost all fixed cost: Python, autograd, optimizer and
-scheduler calls), the same step's matrix products alone, and Adam's ``fused=True`` path against the ``foreach``
-path the head uses (faster, but not the same arithmetic: the trained weights differ).
+batches of 64: 15,000 Adam steps. This script times ``bench.models.training.train_head`` on random features of the
+encoder's width (384). It times the same at width 8, where the step is almost all fixed cost: Python, autograd,
+optimizer and scheduler calls. It times the step's matrix products alone. Last, it compares Adam's ``fused=True``
+path with the ``foreach`` path the head uses; fused is faster, but its rounding differs, so the weights do too.
 
     python scripts/head_step_cost.py [--epochs 12]
 """

@@ -1,15 +1,16 @@
-"""Where the main job's wall time goes: start to the head's training, the training, and the rest (issue 20, item 3).
+"""Where the main job's wall time goes: start to the head's training, the training, and the rest.
 
-Runs ``bench run --defense texthide --attack rss --no-save`` in this process, with a timer around
+It runs ``bench run --defense texthide --attack rss --no-save`` in this process, with a timer around
 ``bench.models.training.train_loop``, and prints the three phases. ``--checkout DIR`` runs another checkout's code
-(a worktree of an earlier commit, say) with this environment's packages, so two commits can be timed alternately:
+with this environment's packages. So two commits can be timed in turn:
 
     git worktree add /tmp/base HEAD~1
     for i in 1 2 3; do python scripts/main_job_phases.py; python scripts/main_job_phases.py --checkout /tmp/base; done
 
-It also prints the cell's accuracy and RSS identity, so settings that would make the job faster can be weighed
-against the figures they change: ``--seed``, ``--train-args`` (e.g. ``batch_size=128,lr=0.004``) and
-``--fused-adam`` (Adam's ``fused=True`` path instead of ``foreach``: other rounding, so other weights).
+It also prints the cell's accuracy and RSS identity. So a setting that makes the job faster can be weighed against
+the figures it changes: ``--seed``, ``--train-args`` (e.g. ``batch_size=128,lr=0.004``) and ``--fused-adam``
+(Adam's ``fused=True`` path: other rounding, so other weights). ``--encoder``, ``--n-train`` and ``--n-eval`` make
+a small run.
 """
 
 import time

@@ -1,22 +1,28 @@
 """``bench perf --ndd``: candidates scored per second by the batched NDD metric, against the plain loop.
 
-Workload (Li et al. §4 on CoNLL-03): sentences of ``conll2003/eng.train`` that hold a gold entity; per
-sentence one entity (drawn at random) is the span, and its replacements are ``candidates`` distinct surface
-forms of the same entity type found in the corpus, never the entity's own form (so the batched scorer's
-skipping of duplicate and identical candidates plays no part in the timing). Words are tokenized with the
-MLM's WordPiece tokenizer; the span is the entity's tokens. The batched scorer (``ndd_scores`` with a
-fresh ``OriginalDistributions`` per sentence, exact: tol = 0) runs on all sentences; the plain loop
-(``ndd_scores_loop``) on the first ``loop_sentences`` of them (its rate is per candidate, so it
-extrapolates). Both count the original sentence's distributions in their time. The target is a batched
-rate at least ``TARGET_SPEEDUP`` times the loop's. Beside them, what the ``ndd`` defense runs: ``ndd_select``
-(the argmin only, dropping candidates whose partial NDD exceeds a complete score) on all sentences, its rate
-in candidates decided per second, the share of the batched scorer's masked copies it ran, and the sentences
-where its choice equals the batched scores' argmin. With ``selection_bf16`` the selection runs once more under
-bf16 autocast (``--precision bf16`` of a cell; no longer exact), its choices compared with the float32 argmin.
-The ceiling (``forward_ceiling``) is the MLM's forward pass alone on full batches of the workload's masked copies,
-converted to candidates per second with the copies exact scoring needs: no exact scorer beats it here, so it says
-whether the target is reachable on this machine at all.
-The MLM's head may be untrained (minilm): the cost does not depend on its weights.
+The workload follows Li et al. §4 on CoNLL-03. It takes the sentences of ``conll2003/eng.train`` that hold a gold
+entity. In each, one entity drawn at random is the span. Its replacements are ``candidates`` distinct surface forms
+of the same entity type found in the corpus, never the entity's own form. So the batched scorer's skipping of
+duplicate and identical candidates plays no part in the timing. The MLM's WordPiece tokenizer splits the words,
+and the span is the entity's tokens.
+
+What is timed:
+
+- the batched scorer (``ndd_scores`` with a fresh ``OriginalDistributions`` per sentence, exact: tol = 0) on all
+  sentences;
+- the plain loop (``ndd_scores_loop``) on the first ``loop_sentences``. Its rate is per candidate, so it
+  extrapolates. Both count the original sentence's distributions in their time. The target is a batched rate at
+  least ``TARGET_SPEEDUP`` times the loop's;
+- what the ``ndd`` defense runs: ``ndd_select`` on all sentences. It finds the argmin only, dropping candidates
+  whose partial NDD exceeds a complete score. Its rate is in candidates decided per second. Beside it: the share
+  of the batched scorer's masked copies it ran, and the sentences where its choice equals the batched argmin;
+- with ``selection_bf16``, the selection once more under bf16 autocast (a cell's ``--precision bf16``; no longer
+  exact). Its choices are compared with the float32 argmin.
+
+The ceiling (``forward_ceiling``) is the MLM's forward pass alone on full batches of the workload's masked copies.
+It is converted to candidates per second with the copies exact scoring needs. No exact scorer beats it here, so it
+says whether the target is reachable on this machine at all. The MLM's head may be untrained (minilm): the cost
+does not depend on its weights.
 """
 
 from __future__ import annotations

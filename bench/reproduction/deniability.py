@@ -6,36 +6,34 @@ from plausible deniability statistics); Chen Qu, Weize Kong, Liu Yang, Mingyang 
 Bendersky, Marc Najork. "Natural Language Understanding with Privacy-Preserving BERT." CIKM 2021,
 §5.3 and Fig. 4 (the same statistics for the text-to-text mechanism over BERT's WordPiece table).
 
-Each sampled vocabulary token w is perturbed T times at each eta, and two counts are kept per token:
+Each sampled vocabulary token w is perturbed T times at each eta. Two counts are kept per token:
 
-- ``N_w``: how many of the T outputs equal w (an estimate of T·Pr[M(w) = w]); small is deniable;
-- ``S_w``: how many distinct tokens the T outputs hold, w included when it came back (an estimate of
-  the effective support of M(w)); large is deniable.
+- ``N_w``: how many of the T outputs equal w, an estimate of T·Pr[M(w) = w]. Small is deniable.
+- ``S_w``: how many distinct tokens the T outputs hold, w included when it came back. It estimates the effective
+  support of M(w). Large is deniable.
 
-Their distributions over tokens, per eta, are reported as quantiles, and eta is chosen by two rules
-(thresholds are options):
+Their distributions over tokens are reported per eta as quantiles. Two rules choose eta; the thresholds are options.
 
-- worst case (the default bounds are Qu et al.'s, §5.3, after Feyisetan et al.): the largest eta at which
-  every token (``quantile`` 1) has N_w/T at most ``max_unchanged`` (0.5), i.e. every token is modified at
-  least 500 times in 1,000; Qu et al. put no bound on S_w (``min_support`` 1). A ``quantile`` below 1 and a
-  ``min_support`` above 1 give the looser rule this harness used before the paper was at hand (0.95 and 10:
-  all but the 5% least protected tokens, each with at least 10 distinct outputs);
-- average case: the same bounds on the mean of N_w/T and the mean of S_w over the vocabulary tokens. This is
-  the harness's reading. Qu et al.'s "average case" accounts for term frequencies in a corpus (§5.4: the
-  share of a dataset's tokens that the mechanism changes), which the dchi-text sweep's records report.
+- Worst case: the largest eta at which every token (``quantile`` 1) has N_w/T at most ``max_unchanged`` (0.5).
+  So every token is modified at least 500 times in 1,000. Qu et al. put no bound on S_w (``min_support`` 1). These
+  defaults are Qu et al.'s (§5.3, after Feyisetan et al.). A ``quantile`` below 1 and a ``min_support`` above 1
+  give a looser rule: 0.95 and 10 leave out the 5% least protected tokens and ask for 10 distinct outputs.
+- Average case: the same bounds on the mean of N_w/T and of S_w over the vocabulary tokens. This is our reading.
+  Qu et al.'s "average case" weighs tokens by their frequency in a corpus (§5.4: the share of a dataset's tokens
+  that the mechanism changes). The dchi-text sweep's records report that share.
 
-From Qu et al. §5.3 (``../shared/papers/qu2021_privacy_preserving_bert.txt``): each regular token (not
-[PAD], [CLS], [SEP], [MASK], [UNK] or [unused...]) is perturbed 1,000 times per eta; N_w is the number of
-outputs identical to the input; S_w is the number of unique outputs (the input among them when it comes
-back). Both are as computed here. Qu et al. perturb *every* regular token. The default here is a seeded sample of
-200 (``--tokens all`` is Qu's setting, about 150 times the work, resumable): on a sample, "every token" is
-every *sampled* token, whose largest N_w can only fall short of the vocabulary's, so the eta it selects is at
-least the one the whole vocabulary would select.
+Qu et al. §5.3 (``../shared/papers/qu2021_privacy_preserving_bert.txt``) perturb each regular token 1,000 times
+per eta. Regular tokens exclude [PAD], [CLS], [SEP], [MASK], [UNK] and [unused...]. N_w counts the outputs equal to
+the input; S_w counts the unique outputs, the input among them when it comes back. Both are computed as here.
 
-Expected N_w grows with eta (the token's Voronoi cell is convex and the noise radius shrinks); S_w
-falls with eta but also shrinks at very small eta, where the noise dwarfs the table and only tokens on
-its convex hull come out. So a rule selects the upper end of the first run of grid etas that meet it,
-scanning upwards: a sampling blip above a failing eta is never selected.
+Deviation: Qu et al. perturb *every* regular token. The default here is a seeded sample of 200. ``--tokens all`` is
+their setting: about 150 times the work, and resumable. On a sample, "every token" means every *sampled* token.
+Its largest N_w can only fall short of the vocabulary's, so the eta it selects is at least the vocabulary's.
+
+Expected N_w grows with eta: the token's Voronoi cell is convex and the noise radius shrinks. S_w falls with eta.
+It also shrinks at very small eta, where the noise dwarfs the table and only tokens on its convex hull come out.
+So a rule selects the upper end of the first run of grid etas that meet it, scanning upwards. A sampling blip
+above a failing eta is never selected.
 """
 
 from __future__ import annotations

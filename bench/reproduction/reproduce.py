@@ -1,9 +1,9 @@
 """`bench reproduce`: a paper's table beside our records, with a verdict on each of the table's claims.
 
-Every reference table ``<results>/reference/<table>.json`` has a mapping ``<results>/reproduction/<table>.yaml``
-that says which records stand for each paper cell (``select``: RunSpec fields that must equal the record's,
-``metric``: the record's metric key) and which claims of the paper to check on our records; a table the harness
-cannot express yet has a mapping with only ``not_mapped: <reason>``. The report is written, atomically, to
+Every reference table ``<results>/reference/<table>.json`` has a mapping ``<results>/reproduction/<table>.yaml``.
+The mapping says which records stand for each paper cell: ``select`` names RunSpec fields that must equal the
+record's, ``metric`` the record's metric key. It also lists the paper's claims to check on our records. A table the
+harness cannot express yet has a mapping with only ``not_mapped: <reason>``. The report is written atomically to
 ``<results>/reproduction/<table>.json`` for the dashboard.
 
 Mapping format (YAML)::
@@ -29,40 +29,44 @@ Mapping format (YAML)::
         checks: [{left: "cola texthide", op: within, right: "cola rand", margin: 0.03}]
     run: {seeds: [0, 1, 2]}                        # what --run runs for a row without records
 
-A ``match`` row compares at matched privacy: ours is our metric interpolated (linearly, between the two
-recorded settings that bracket it) at the privacy level the paper reports for that cell, over the sweep of
-defense argument ``over`` (its std is the spread over seeds of each seed's interpolated value; a mean over one
-seed has no std); ``select`` inside ``match`` overrides the selection of the privacy curve, and
-``paper_at: "<table>:<path>"`` reads the privacy level from another reference file; ``run`` lists the values
-of ``over`` that ``--run`` runs for the row (the sweep; without it ``--run`` skips the row).
-Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers; ops: ``gt``
-(left > right + margin: beats it by more than margin), ``lt`` (left < right - margin), ``ge`` (left >= right -
-margin: not below it by more than margin), ``le`` (left <= right + margin),
-``within`` (|left - right| <= margin) and ``increasing`` / ``decreasing`` (``rows``, each above / below the
-previous by more than margin).
-Where the rows of one comparison (two rows, or the rows of ``increasing`` / ``decreasing``) were recorded on
-different seeds, ours are compared on the seeds they share (the same data sample and initialisation on both
-sides: a paired comparison), and the check says so; with no seed in common the rows' own means are compared.
-The same checks are also evaluated on the paper's own numbers, so a claim's wording can be checked against
-the table it comes from.
+A ``match`` row compares at matched privacy. Ours is our metric at the privacy level the paper reports for that
+cell, over the sweep of defense argument ``over``. It is interpolated linearly between the two recorded settings
+that bracket that level. Its std is the spread over seeds of each seed's interpolated value; one seed has no std.
+``select`` inside ``match`` overrides the selection of the privacy curve. ``paper_at: "<table>:<path>"`` reads the
+privacy level from another reference file. ``run`` lists the values of ``over`` that ``--run`` runs for the row;
+without it ``--run`` skips the row.
 
-An ordering is only informative where the row expected to score higher beats its chance level: a head that
-answers the majority class, or an attack that does no better than a random guess, orders rows by noise. The
-chance level of a utility metric is the majority answer's score (the records' ``majority_utility`` note, the same
-metric on the same data); that of an attack's metric where higher means more leakage is the random guess scored
-in the same cells (the records' ``random/<attack>/<name>``). So a comparison (``gt`` / ``ge``: the left row,
-``lt`` / ``le``: the right row, ``increasing`` / ``decreasing``: the last / first row) whose expected-higher row
-has a chance level and does not beat it by more than ``CHANCE_MARGIN`` is *not applicable* on our side; a claim
-whose every check is not applicable is not applicable, and one with some applicable checks is judged on those.
-The rule applies to every table alike, and never to the paper's side.
+Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers. The ops are:
 
-An ordering is also only a finding where the seeds resolve it. Where the rows of a comparison (each one row of ours)
-share at least two seeds, the per-seed paired differences, oriented so that the claim reads "difference >
-threshold" (the threshold being the check's margin, negated for ``ge`` / ``le``), give a mean and its 95%
-confidence interval (Student's t); an interval that straddles the threshold makes the check *unresolved* rather
-than holding or failing on the mean's sign (``increasing`` / ``decreasing``: step by step; a step resolved the wrong
-way still fails). A claim fails if any check fails, else is unresolved if any applicable check is. One seed has no
-spread and is judged on its numbers; the paper's side never is unresolved.
+- ``gt``: left > right + margin (beats it by more than margin);
+- ``lt``: left < right - margin;
+- ``ge``: left >= right - margin (not below it by more than margin);
+- ``le``: left <= right + margin;
+- ``within``: |left - right| <= margin;
+- ``increasing`` / ``decreasing``: ``rows``, each above / below the previous by more than margin.
+
+The rows of one comparison may have been recorded on different seeds. Then ours are compared on the seeds they
+share, and the check says so. This is a paired comparison: the same data sample and initialisation on both sides.
+With no seed in common, the rows' own means are compared. The same checks also run on the paper's own numbers, so a
+claim's wording can be checked against the table it comes from.
+
+An ordering is only informative where the row expected to score higher beats its chance level. A head that answers
+the majority class, or an attack no better than a random guess, orders rows by noise. A utility metric's chance
+level is the majority answer's score: the records' ``majority_utility`` note, the same metric on the same data. An
+attack metric's chance level, where higher means more leakage, is the random guess scored in the same cells (the
+records' ``random/<attack>/<name>``). The expected-higher row is the left one for ``gt`` / ``ge``, the right one
+for ``lt`` / ``le``, and the last / first for ``increasing`` / ``decreasing``. Where it has a chance level and
+does not beat it by more than ``CHANCE_MARGIN``, the check is *not applicable* on our side. A claim whose every
+check is not applicable is not applicable; one with some applicable checks is judged on those. The rule applies
+to every table alike, and never to the paper's side.
+
+An ordering is also only a finding where the seeds resolve it. The rows of a comparison (each one row of ours) may
+share at least two seeds. Then the per-seed paired differences give a mean and its 95% confidence interval
+(Student's t). They are oriented so that the claim reads "difference > threshold"; the threshold is the check's
+margin, negated for ``ge`` / ``le``. An interval that straddles the threshold makes the check *unresolved*, rather
+than holding or failing on the mean's sign. ``increasing`` / ``decreasing`` are judged step by step, and a step
+resolved the wrong way still fails. A claim fails if any check fails, else it is unresolved if any applicable check
+is. One seed has no spread and is judged on its numbers. The paper's side is never unresolved.
 
 This module reads records and files only (no torch): the dashboard and tests use it offline.
 """

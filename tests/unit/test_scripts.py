@@ -185,3 +185,59 @@ def test_ndd_precision_agreement_runs_both_precisions_on_the_same_candidates(tmp
     out = capsys.readouterr().out
     spans = int(re.search(r"2 examples, (\d+) spans", out).group(1))
     assert spans > 0 and re.search(rf"same candidate kept in \d+ of {spans} spans", out)
+
+
+def test_probe_tolerance_finds_no_spread_where_the_encoder_is_deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_DATA_DIR", str(write_tiny_glue(tmp_path / "data")))
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "tolerance.json"
+    assert run_script("probe_tolerance", "--tasks", "sst2", "--n-train", "48", "--n-eval", "24", "--noise-draws", "1",
+                      "--encoder", "mock", "--epochs", "2", "--out", str(out), monkeypatch=monkeypatch) == 0
+    [result] = json.loads(out.read_text())
+    assert [v["variant"] for v in result["variants"]][-1] == "bf16-sized noise, draw 0" and len(result["variants"]) == 5
+    encodings = [v for v in result["variants"] if v["kind"] == "encoding"]
+    # the mock encoder ignores threads, batches and order: any spread would be the script's own doing
+    assert all(v["max_feature_change_in_stds"] == 0 and v["probe_predictions_changed"] == 0 for v in encodings)
+    assert set(result["spread"]["encodings"]["probe"].values()) == {0.0}
+
+
+class FakeBench:
+    """``executor_throughput.bench`` without cells: each process appends one committed record to the results."""
+
+    def __init__(self, record_line: str, fail: bool = False) -> None:
+        self.record_line, self.fail, self.calls = record_line, fail, []
+
+    def __call__(self, args, env):
+        import subprocess
+
+        self.calls.append(args)
+        folder = Path(args[args.index("--results-dir") + 1]) / "records"
+        code = ("import sys, pathlib; folder = pathlib.Path(sys.argv[1]); folder.mkdir(parents=True, exist_ok=True); "
+                "(folder / 'none.jsonl').open('a').write(sys.argv[2] + '\\n')")
+        if self.fail:
+            code = "import sys; sys.exit('error: the grid failed')"
+        return subprocess.Popen([sys.executable, "-c", code, str(folder), self.record_line], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+
+def test_executor_throughput_launches_each_executor_and_reads_its_records(tmp_path, monkeypatch, capsys):
+    script = load("executor_throughput")
+    line = next(line for line in (ROOT / "results" / "records" / "none.jsonl").read_text().splitlines() if line)
+    fake = FakeBench(line)
+    monkeypatch.setattr(script, "bench", fake)
+    grid = tmp_path / "grid.yaml"
+    row = script.measure("shard2", grid, tmp_path, 2, timeout=60)
+    assert [call[-1] for call in fake.calls] == ["1/2", "2/2"] and row["cells"] == 2
+    assert row["mean_cell_s"] == pytest.approx(json.loads(line)["runtime_s"])
+    script.measure("ray2", grid, tmp_path, 2, timeout=60)
+    assert fake.calls[-1][-2:] == ["--executor", "ray"]
+    with pytest.raises(script.Failed, match="the grid failed"):
+        script.finish([FakeBench(line, fail=True)(["--results-dir", str(tmp_path)], {})], 60)
+    from bench.engine.grid import load_grid
+
+    grids = []
+    monkeypatch.setattr(script, "measure", lambda name, grid, *rest: grids.append(load_grid(grid)) or {
+        "executor": name, "cells": 4, "wall_s": 1.0, "cells_per_min": 240.0, "mean_cell_s": 0.1, "overhead_s": 0.2})
+    monkeypatch.setattr(sys, "argv", ["executor_throughput.py", "--cells", "4", "--executors", "local"])
+    script.main()
+    assert len(grids[0]) == 4 and "| local | 1 | 4 | 1.0 | 240.0 |" in capsys.readouterr().out
