@@ -103,10 +103,12 @@ def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[di
 
 
 def forward_ceiling(mlm, items: list, batch_size: int) -> dict[str, float]:
-    """Masked copies per second of the MLM's forward pass alone, on full batches of the workload's own copies
-    (every position of every sentence masked in turn, sorted by length so that padding is small), with the
-    vocabulary projection at the masked position and no bookkeeping: the rate no exact NDD scorer beats on this
-    machine. Every full batch runs once (a partial last batch is left out)."""
+    """Masked copies per second of the MLM's forward pass alone: the rate no exact NDD scorer beats here.
+
+    The batches are full batches of the workload's own copies: every position of every sentence masked in turn,
+    sorted by length so that padding is small. The vocabulary projection runs at the masked position only, with no
+    bookkeeping. Every full batch runs once; a partial last batch is left out.
+    """
     from bench.privacy.ndd import masked_log_probs
 
     mask_id = mlm.tokenizer.mask_token_id

@@ -27,7 +27,7 @@ per eta. Regular tokens exclude [PAD], [CLS], [SEP], [MASK], [UNK] and [unused..
 the input; S_w counts the unique outputs, the input among them when it comes back. Both are computed as here.
 
 Deviation: Qu et al. perturb *every* regular token. The default here is a seeded sample of 200. ``--tokens all`` is
-their setting: about 150 times the work, and resumable. On a sample, "every token" means every *sampled* token.
+their setting, and resumable (docs/analyses.md gives its cost). On a sample, "every token" means every *sampled* token.
 Its largest N_w can only fall short of the vocabulary's, so the eta it selects is at least the vocabulary's.
 
 Expected N_w grows with eta: the token's Voronoi cell is convex and the noise radius shrinks. S_w falls with eta.
@@ -99,8 +99,11 @@ PARAMETER_NAMES = {"dchi-text": "eta", "santext": "eps"}
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The bounds a privacy parameter must meet to be selected; the defaults are Qu et al.'s worst case (§5.3):
-    every token modified at least 500 times in 1,000, with no bound on S_w."""
+    """The bounds a privacy parameter must meet to be selected.
+
+    The defaults are Qu et al.'s worst case (§5.3): every token modified at least 500 times in 1,000, and no bound
+    on S_w.
+    """
 
     max_unchanged: float = 0.5  # N_w / T at most this: a token comes back unchanged at most this often
     min_support: int = 1  # S_w at least this: distinct outputs among the T releases of a token (1 = no bound)
@@ -175,13 +178,13 @@ def perturbation_statistics(
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """N_w and S_w of every token at every eta: ``{eta: (n_w, s_w)}``, arrays aligned with ``tokens``.
 
-    Tokens are perturbed ``chunk_queries // trials`` at a time (all T copies in one mechanism call);
-    each (eta, chunk) draws from its own generator, so an eta's figures do not depend on the others, nor on
-    the order of the work. That makes a long run (``--tokens all`` is a day of CPU) resumable: each finished
-    chunk is checkpointed per eta (``bench.core.journal``, keyed by the mechanism, the table, the tokens, T,
-    the seed and eta), and a rerun computes only the chunks left, with the figures one uninterrupted run gives.
-    ``tally``, if given, receives the number of chunks (``chunks``) and how many an earlier run had finished
-    (``resumed_chunks``), so a report can say that its runtime is not the whole computation's.
+    Tokens are perturbed ``chunk_queries // trials`` at a time, all T copies in one mechanism call. Each (eta,
+    chunk) draws from its own generator. So an eta's figures depend neither on the other etas nor on the order of
+    the work. That makes a long run (``--tokens all``) resumable. Each finished chunk is checkpointed per eta
+    (``bench.core.journal``, keyed by the mechanism, the table, the tokens, T, the seed and eta). A rerun computes
+    only the chunks left, with the figures one uninterrupted run gives. ``tally``, if given, receives the number of
+    chunks (``chunks``) and how many an earlier run had finished (``resumed_chunks``). So a report can say that its
+    runtime is not the whole computation's.
     """
     import hashlib
 
@@ -460,8 +463,10 @@ def merge_reports(earlier: dict[str, Any], latest: dict[str, Any]) -> dict[str, 
 
 
 def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANISM, whole: bool = False) -> Path:
-    """``<root>/analysis/deniability-<encoder>.json`` (``-<mechanism>`` added for other mechanisms, ``-all`` for the
-    whole vocabulary, so that a sample's analysis and the whole vocabulary's sit side by side)."""
+    """``<root>/analysis/deniability-<encoder>.json``, named so that analyses sit side by side.
+
+    ``-<mechanism>`` is added for other mechanisms, ``-all`` for the whole vocabulary.
+    """
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", encoder)
     if mechanism != DEFAULT_MECHANISM:
         name += "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", mechanism)
@@ -501,8 +506,11 @@ def deniability_table(report: dict[str, Any]):
 
 
 def deniability_markdown(report: dict[str, Any], source: str) -> str:
-    """A report as a section of Markdown: what was perturbed, one row per eta (``deniability_table``'s columns), the
-    selections, and the command that made it (``source``: the report's file)."""
+    """A report as a section of Markdown.
+
+    It gives what was perturbed, one row per eta (``deniability_table``'s columns), the selections, and the command
+    that made it (``source``: the report's file).
+    """
     parameter = report.get("parameter", "eta")
     scope = "every regular token" if report["tokens"] == report.get("vocabulary") else \
         f"a seeded sample of {report['tokens']:,} regular tokens"

@@ -128,9 +128,12 @@ def reproduction_dir(root: Path) -> Path:
 
 
 def definitions(root: Path) -> Path:
-    """Where the reference tables and their mappings are read: ``root`` when it has ``reference/``, else the
-    published results folder of this checkout (beside the ``bench`` package, wherever the command runs), so that
-    records kept elsewhere (``BENCH_RESULTS_DIR``) are still held against them."""
+    """Where the reference tables and their mappings are read.
+
+    That is ``root`` when it has ``reference/``, else this checkout's published results folder, beside the
+    ``bench`` package wherever the command runs. So records kept elsewhere (``BENCH_RESULTS_DIR``) are still held
+    against them.
+    """
     from bench.results.store import published_results_dir
 
     return Path(root) if reference_dir(root).is_dir() else published_results_dir()
@@ -176,8 +179,11 @@ def load_mapping(root: Path, table: str) -> dict[str, Any]:
 
 
 def report_path(root: Path, table: str) -> Path:
-    """``<root>/reproduction/<table>.json``; a table name that is not a plain file stem (a ``/``, ``..``, a leading
-    dot) is refused, so no report is written outside ``reproduction/``."""
+    """``<root>/reproduction/<table>.json``.
+
+    A table name that is not a plain file stem (a ``/``, ``..``, a leading dot) is refused. So no report is written
+    outside ``reproduction/``.
+    """
     if not table or Path(table).name != table or table.startswith(".") or "\\" in table:
         raise BenchError(f"table {table!r} is not a reference table name (a file stem under reference/, without "
                          "folders); run bench reproduce without a table to list them.")
@@ -343,12 +349,14 @@ def summarize_cell(records: list[ResultRecord], metric: str, chance_metric: str 
 
 
 def _chance(records: list[ResultRecord], metric: str, chance_metric: str | None = None) -> float | None:
-    """Mean over the records of the chance level of ``metric``: ``chance_metric`` of the same records when the
-    mapping's row names one (an attack that measures its own chance level, as name-generation's ``em_chance``);
-    else for a utility metric the majority answer's score (the ``majority_utility`` note; for the convex probe's
-    ``probe_<metric>``, that of ``<metric>``), for an attack's metric
-    where higher means more leakage the random guess scored in the same cells (``random/<attack>/<name>``). None for
-    other metrics, and unless every record has it."""
+    """Mean over the records of the chance level of ``metric``; None unless every record has it.
+
+    The chance level is ``chance_metric`` of the same records when the mapping's row names one. That is an attack
+    that measures its own chance level, as name-generation's ``em_chance``. Else, for a utility metric, it is the
+    majority answer's score (the ``majority_utility`` note); the convex probe's ``probe_<metric>`` takes that of
+    ``<metric>``. For an attack's metric where higher means more leakage, it is the random guess scored in the same
+    cells (``random/<attack>/<name>``). Other metrics have none.
+    """
     if chance_metric:
         values = [r.metrics.get(chance_metric) for r in records]
     elif metric.startswith("privacy/"):
@@ -460,8 +468,10 @@ def _expected_higher(spec: dict[str, Any]) -> Any:
 
 def _at_chance(spec: dict[str, Any], means: dict[str, float | None],
                chance: dict[str, float | None] | None) -> str | None:
-    """Why the comparison is not applicable on our side (its expected-higher row does not beat its chance level
-    by more than CHANCE_MARGIN), or None."""
+    """Why the comparison is not applicable on our side, or None.
+
+    It is not applicable when its expected-higher row does not beat its chance level by more than CHANCE_MARGIN.
+    """
     row = _expected_higher(spec)
     if chance is None or not isinstance(row, str):
         return None
@@ -569,9 +579,11 @@ def _interval(differences: list[float]) -> tuple[float, float]:
 
 
 def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool = True) -> str:
-    """HOLDS or FAILS (as ``ok`` says) when the 95% confidence interval of the mean paired difference lies on one
-    side of ``threshold`` (the claim being "difference > threshold"), else UNRESOLVED: the seeds do not tell the
-    ordering from the spread between them."""
+    """HOLDS, FAILS or UNRESOLVED for a claim that reads "difference > threshold".
+
+    When the 95% confidence interval of the mean paired difference lies on one side of ``threshold``, the check
+    holds or fails, as ``ok`` says. Else it is UNRESOLVED: the seeds do not tell the ordering from their spread.
+    """
     centre, half = _interval(differences)
     low, high = centre - half, centre + half
     if (low > threshold if strict else low >= threshold) or (high <= threshold if strict else high < threshold):
@@ -580,8 +592,11 @@ def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool
 
 
 def _unresolved_note(seeds: list[int], differences: list[float] | None = None, threshold: float = 0.0) -> str:
-    """Why a check is unresolved: the left-minus-right paired ``differences`` over ``seeds`` (mean and 95% interval)
-    straddle the claim's bound ``threshold``; without differences, a step of an ordering did."""
+    """Why a check is unresolved.
+
+    The left-minus-right paired ``differences`` over ``seeds`` (mean and 95% interval) straddle the claim's bound
+    ``threshold``. Without differences, a step of an ordering did.
+    """
     if differences is None:
         return f"unresolved: a step's 95% confidence interval over seeds {_seed_list(seeds)} straddles its threshold"
     centre, half = _interval(differences)
@@ -596,9 +611,12 @@ def _paired_note(shared: list[int] | None) -> str:
 
 
 def combine(verdicts: list[str]) -> str:
-    """A claim fails if any check fails; else it has no records if any check lacks them; else it is not
-    applicable if no check is; else it is unresolved if any check is; else it holds (not-applicable checks left
-    out)."""
+    """A claim's verdict from its checks' verdicts.
+
+    A claim fails if any check fails. Else it has no records if any check lacks them. Else it is not applicable if
+    no check is applicable. Else it is unresolved if any check is. Else it holds. Not-applicable checks are left
+    out.
+    """
     if FAILS in verdicts:
         return FAILS
     if NO_RECORDS in verdicts or not verdicts:
@@ -759,8 +777,11 @@ def missing_cells(root: Path, table: str, records: list[ResultRecord]) -> list[d
 
 
 def markdown(report: dict[str, Any], recorded: bool = True) -> str:
-    """The report as Markdown (for the README and docs): one table of rows (paper, ours, difference), then the
-    claims with their verdicts on our records and on the paper's numbers."""
+    """The report as Markdown, for the README and docs.
+
+    One table of rows (paper, ours, difference) comes first. Then the claims, with their verdicts on our records
+    and on the paper's numbers.
+    """
     def number(value: float | None, std: float | None = None, n: int | None = None) -> str:
         if value is None:
             return "–"
@@ -784,8 +805,10 @@ def markdown(report: dict[str, Any], recorded: bool = True) -> str:
 
 
 def check_counts(claim: dict[str, Any]) -> tuple[int, int]:
-    """How many of a judged claim's checks were decided on our records (held or failed), and how many were at
-    chance (not applicable)."""
+    """How many of a judged claim's checks were decided on our records, and how many were at chance.
+
+    Decided means held or failed; at chance means not applicable.
+    """
     verdicts = [c["verdict"] for c in claim["checks"]]
     return sum(v in (HOLDS, FAILS) for v in verdicts), verdicts.count(NOT_APPLICABLE)
 
@@ -802,10 +825,13 @@ VERDICTS_MARKER = "<!-- reproduction-verdicts -->"
 
 def reproduction_pages(reports: list[dict[str, Any]], source: str, command: str,
                        unmapped: dict[str, str] | None = None) -> dict[str, str]:
-    """The reproduction reports (``<results>/reproduction/*.json``, as ``bench reproduce TABLE`` writes them) as pages:
-    ``index.md`` with every table's coverage and verdicts (and the tables not mapped, with why: ``unmapped``), and
-    ``<table>.md`` with the paper's setting and ours, the deviations, the rows beside the paper's and each claim
-    with the checks that did not hold."""
+    """The reproduction reports as pages, by file name.
+
+    The reports are ``<results>/reproduction/*.json``, as ``bench reproduce TABLE`` writes them. ``index.md`` gives
+    every table's coverage and verdicts, and the tables not mapped with why (``unmapped``). ``<table>.md`` gives the
+    paper's setting and ours, the deviations, the rows beside the paper's, and each claim with the checks that did
+    not hold.
+    """
     from bench.results.views import GENERATED
 
     pages, index = {}, []
