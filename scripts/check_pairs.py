@@ -111,7 +111,8 @@ def main() -> None:
     for row in sorted(rows, key=lambda r: -r["seconds"]):
         flag = "" if row["exit"] == 0 else f"  FAILED: {row['error']}"
         over = "  over budget" if row["seconds"] > BUDGET else ""
-        print(f"{row['seconds']:8.1f}  {row['load_before']:4.1f}-{row['load_after']:<4.1f}  {row['command']}{over}{flag}")
+        load = f"{row['load_before']:4.1f}-{row['load_after']:<4.1f}"
+        print(f"{row['seconds']:8.1f}  {load}  {row['command']}{over}{flag}")
     failed = sum(row["exit"] != 0 for row in rows)
     print(f"{len(rows)} cells, {failed} failed, {sum(r['seconds'] > BUDGET for r in rows)} over {BUDGET:.0f} s; "
           f"load at the end {[round(x, 2) for x in os.getloadavg()]}")

@@ -50,9 +50,9 @@ def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] |
                         steps: int, batch_size: int, encoder: str, seed: int, warmup: int = 1,
                         progress: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
     """Time every (mechanism, objective) pair; bad names and values are one-sentence errors."""
-    from bench.performance.mechanisms import build_mechanisms
     from bench.core.params import require
     from bench.models.adaptation import OBJECTIVES
+    from bench.performance.mechanisms import build_mechanisms
 
     require(steps >= 1, f"--steps must be >= 1, got {steps}.")
     require(warmup >= 1, f"--warmup must be >= 1, got {warmup}.")

@@ -149,9 +149,9 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
     """Time the batched NDD scorer and the plain loop on the CoNLL-03 workload; return the figures."""
     import torch
 
-    from bench.performance.mechanisms import machine_info
     from bench.models.encoders import on_device
     from bench.models.mlm import load_mlm
+    from bench.performance.mechanisms import machine_info
     from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, ndd_select
 
     if sentences < 1 or candidates < 1 or loop_sentences < 0:

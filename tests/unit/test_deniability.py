@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 import bench.reproduction.deniability as den
-from bench.cli.main import app
 from bench.cli.commands.analyze import deniability as deniability_command
+from bench.cli.main import app
 from tests.conftest import files_under
 
 runner = CliRunner()

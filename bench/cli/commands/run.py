@@ -69,8 +69,8 @@ def run(
 ) -> None:
     """Run one cell (or a grid) and append its record to <results>/records/<defense>.jsonl (./bench-results unless
     --results-dir or $BENCH_RESULTS_DIR says otherwise; --results-dir results adds it to the published board)."""
-    from bench.engine.reuse import reusing
     from bench.engine.provenance import check_publishable
+    from bench.engine.reuse import reusing
     from bench.engine.runner import CHECK_SIZES, make_spec, run_cell
     from bench.results.release_store import ReleaseStore
     from bench.results.store import ResultStore
