@@ -173,6 +173,7 @@ def _check_attack_args(attack: str | None, attack_args: str) -> str:
 
 def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None,
               cell_timeout: float | None = None, claim_wait: float | None = None) -> None:
+    """Run a grid's cells in this process, one line per cell on stderr."""
     from bench.engine.grid import load_grid, run_grid, shard_of
 
     specs = load_grid(grid, device=device, precision=precision)
@@ -250,6 +251,7 @@ def _minutes(seconds: float) -> str:
 
 def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_timeout, plugins,
                   precision: str | None = None) -> None:
+    """Run a grid's cells as Ray tasks, one line per cell on stderr."""
     from bench.engine.grid import grid_resources, load_grid
     from bench.engine.ray_executor import require_ray, run_grid_ray
 
@@ -286,6 +288,7 @@ def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_ti
 
 def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precision: str | None = None,
              releases=None) -> None:
+    """List a grid's cells: recorded or to run, and each one's time estimated from past records."""
     from bench.engine.grid import estimate_cells, grid_resources, load_grid, shard_of
     from bench.engine.reuse import RecordIndex, plan
 
@@ -317,6 +320,7 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
 
 
 def _print_record(record, path) -> None:
+    """A cell's metrics beside their random guesses, then its settings and where it was appended."""
     table = Table(title=plain(f"{record.spec['task']} · {record.spec['defense']} · "
                               f"{record.spec['attack'] or 'no attack'}"))
     table.add_column("metric")
