@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import runpy
 import sys
@@ -21,7 +20,6 @@ from tests.conftest import write_tiny_glue
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
-DATA = Path(os.environ.get("BENCH_DATA_DIR", "/nonexistent"))
 
 
 def load(name: str):
