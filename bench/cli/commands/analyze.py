@@ -12,6 +12,7 @@ from bench.core.files import output_file
 
 analyze = typer.Typer(no_args_is_help=True, help="Analyses of the privacy mechanisms themselves (no task, no server).")
 
+
 @analyze.command("deniability")
 @user_errors
 def deniability(
