@@ -1,16 +1,15 @@
-"""Time ``bench run --check`` on every (task, defense, attack) cell that ``bench list``'s pairs allow, each from an
-empty cache, and print a table slowest first.
+"""Time ``bench run --check`` on every cell that ``bench list``'s pairs allow, each from an empty cache.
 
     PYTHONPATH=. BENCH_DATA_DIR=/work/shared/data HF_HUB_OFFLINE=1 python scripts/check_pairs.py [--per-family]
         [--task T ...] [--defense D ...] [--attack A ...] [--timeout 600] [--json out.json]
 
-The cells are every task x defense x attack that ``make_spec`` accepts at ``--check``'s sizes, plus the variants
-whose artefacts differ (``VARIANTS``: mask inference with an MLM adapted to the release, a server with
-privacy-adaptive pretraining). ``--per-family`` keeps one task per task module (glue, ner, ...) for each pair. Each cell
-runs as its own ``bench run ... --check`` process with a fresh, empty ``BENCH_CACHE_DIR`` (the packaged encoder is
-installed, not cached), so it pays for everything it builds; the load average is printed before and after each, since
-on a shared machine the seconds move with it. The target is 60 s per cell on an idle 2-core machine. A benchmark to
-run by hand, not a test (tests/integration/test_check_budget.py times a sample).
+The cells are every task x defense x attack that ``make_spec`` accepts at ``--check``'s sizes. ``VARIANTS`` adds the
+cells whose artefacts differ: mask inference with an MLM adapted to the release, and a server with privacy-adaptive
+pretraining. ``--per-family`` keeps one task per task module (glue, ner, ...) for each pair. Each cell runs as its
+own ``bench run ... --check`` process with a fresh, empty ``BENCH_CACHE_DIR``, so it pays for all it builds. The
+load average is printed before and after each cell: on a shared machine the seconds move with it. The table comes
+slowest first, against a target of 60 s per cell on an idle 2-core machine. It is a benchmark to run by hand;
+tests/integration/test_check_budget.py times a sample.
 """
 
 from __future__ import annotations
@@ -112,7 +111,8 @@ def main() -> None:
     for row in sorted(rows, key=lambda r: -r["seconds"]):
         flag = "" if row["exit"] == 0 else f"  FAILED: {row['error']}"
         over = "  over budget" if row["seconds"] > BUDGET else ""
-        print(f"{row['seconds']:8.1f}  {row['load_before']:4.1f}-{row['load_after']:<4.1f}  {row['command']}{over}{flag}")
+        load = f"{row['load_before']:4.1f}-{row['load_after']:<4.1f}"
+        print(f"{row['seconds']:8.1f}  {load}  {row['command']}{over}{flag}")
     failed = sum(row["exit"] != 0 for row in rows)
     print(f"{len(rows)} cells, {failed} failed, {sum(r['seconds'] > BUDGET for r in rows)} over {BUDGET:.0f} s; "
           f"load at the end {[round(x, 2) for x in os.getloadavg()]}")

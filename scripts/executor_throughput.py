@@ -1,15 +1,14 @@
-"""Cells per minute and per-cell overhead of the grid executors on one small grid: local, --shard 2 (two processes
-sharing a results folder) and Ray with two workers (the small Ray instance ``bench run --executor ray`` starts).
+"""Cells per minute and per-cell overhead of the grid executors on one small grid.
 
     PYTHONPATH=. BENCH_DATA_DIR=/work/shared/data python scripts/executor_throughput.py [--cells 16] [--encoder mock]
 
-Each executor runs the same grid (sst2, --check sizes: 64 training and 32 evaluation examples, one epoch; the
-undefended cell and TextHide mix-only, seeds 0..n/2-1) from scratch into its own results folder and cache, as
-``bench`` subprocesses, so every run pays its own start-up (Python, torch, Ray). Reported per executor:
-wall seconds, cells per minute (cells / wall), the mean in-cell time (the records' runtime_s), and the per-cell
-overhead = (wall x workers - sum of runtime_s) / cells: worker time not spent inside a cell (start-up, scheduling,
-reading and writing records), spread over the cells. The machine's load average is printed before and after:
-on a shared machine the figures move with it. A benchmark to run by hand, not a test.
+The executors are local, --shard 2 (two processes sharing a results folder) and Ray with two workers (the small
+Ray instance ``bench run --executor ray`` starts). Each runs the same grid from scratch into its own results folder
+and cache, as ``bench`` subprocesses, so each pays its own start-up (Python, torch, Ray). The grid is sst2 at
+--check sizes (64 training and 32 evaluation examples, one epoch), undefended and TextHide mix-only, seeds 0 to
+n/2-1. Per executor it reports the wall seconds, the cells per minute and the mean in-cell time (the records'
+runtime_s). The per-cell overhead is (wall x workers - sum of runtime_s) / cells: worker time spent outside cells.
+The load average is printed before and after, since on a shared machine the figures move with it.
 """
 
 from __future__ import annotations

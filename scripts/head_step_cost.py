@@ -1,10 +1,10 @@
-"""Where the main job's head training spends a step, against its arithmetic floor (issue 20, item 3).
+"""Where the main job's head training spends a step, against its arithmetic floor.
 
 The main job (``bench run --defense texthide --attack rss``) trains the frozen-mode head for 120 epochs of 125
-batches of 64 (15,000 Adam steps). This times ``bench.models.training.train_head`` on random features of the
-encoder's width (384) and of width 8 (where the step is almost all fixed cost: Python, autograd, optimizer and
-scheduler calls), the same step's matrix products alone, and Adam's ``fused=True`` path against the ``foreach``
-path the head uses (faster, but not the same arithmetic: the trained weights differ).
+batches of 64: 15,000 Adam steps. This script times ``bench.models.training.train_head`` on random features of the
+encoder's width (384). It times the same at width 8, where the step is almost all fixed cost: Python, autograd,
+optimizer and scheduler calls. It times the step's matrix products alone. Last, it compares Adam's ``fused=True``
+path with the ``foreach`` path the head uses; fused is faster, but its rounding differs, so the weights do too.
 
     python scripts/head_step_cost.py [--epochs 12]
 """
@@ -20,14 +20,14 @@ from bench.models.training import TrainingConfig, make_head, train_head
 BATCH, STEPS_PER_EPOCH = 64, 125
 
 
-def head_step_ms(width: int, epochs: int) -> float:
+def head_step_ms(width: int, epochs: int, steps_per_epoch: int = STEPS_PER_EPOCH) -> float:
     """Milliseconds per training step of ``train_head`` on random features of ``width`` (no defense transform)."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((BATCH * STEPS_PER_EPOCH, width)).astype(np.float32)
+    x = rng.standard_normal((BATCH * steps_per_epoch, width)).astype(np.float32)
     y = np.eye(2, dtype=np.float32)[rng.integers(0, 2, len(x))]
     started = time.perf_counter()
     train_head(x, y, lambda xb, yb, _: (xb, yb), TrainingConfig(epochs=epochs), 0)
-    return (time.perf_counter() - started) / (epochs * STEPS_PER_EPOCH) * 1e3
+    return (time.perf_counter() - started) / (epochs * steps_per_epoch) * 1e3
 
 
 def products_ms(width: int = 384, repeats: int = 2000) -> float:

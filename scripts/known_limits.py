@@ -1,10 +1,10 @@
-"""The figures behind the limits the docstrings state, found by the 2026-11-29 review against the papers.
+"""The figures behind the limits that component docstrings state.
 
     python scripts/known_limits.py santext-vocabulary     # defenses/santext.py: V_S over the WordPiece table
     python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: a mask hides the signs
 
-Each prints what the docstring quotes (SST-2 at the defaults: 8,000 training sentences, the 872 of dev, seed 0;
-clinical-spl at seed 0). Needs BENCH_DATA_DIR.
+Each prints what the docstring quotes. SST-2 runs at the defaults: 8,000 training sentences, the 872 of dev, seed 0.
+It needs BENCH_DATA_DIR.
 """
 
 import argparse

@@ -1,15 +1,16 @@
-"""Where the main job's wall time goes: start to the head's training, the training, and the rest (issue 20, item 3).
+"""Where the main job's wall time goes: start to the head's training, the training, and the rest.
 
-Runs ``bench run --defense texthide --attack rss --no-save`` in this process, with a timer around
+It runs ``bench run --defense texthide --attack rss --no-save`` in this process, with a timer around
 ``bench.models.training.train_loop``, and prints the three phases. ``--checkout DIR`` runs another checkout's code
-(a worktree of an earlier commit, say) with this environment's packages, so two commits can be timed alternately:
+with this environment's packages. So two commits can be timed in turn:
 
     git worktree add /tmp/base HEAD~1
     for i in 1 2 3; do python scripts/main_job_phases.py; python scripts/main_job_phases.py --checkout /tmp/base; done
 
-It also prints the cell's accuracy and RSS identity, so settings that would make the job faster can be weighed
-against the figures they change: ``--seed``, ``--train-args`` (e.g. ``batch_size=128,lr=0.004``) and
-``--fused-adam`` (Adam's ``fused=True`` path instead of ``foreach``: other rounding, so other weights).
+It also prints the cell's accuracy and RSS identity. So a setting that makes the job faster can be weighed against
+the figures it changes: ``--seed``, ``--train-args`` (e.g. ``batch_size=128,lr=0.004``) and ``--fused-adam``
+(Adam's ``fused=True`` path: other rounding, so other weights). ``--encoder``, ``--n-train`` and ``--n-eval`` make
+a small run.
 """
 
 import time
@@ -32,6 +33,9 @@ def main() -> None:
     parser.add_argument("--seed", default="0", help="the cell's seed")
     parser.add_argument("--train-args", default="", help="server training overrides, as bench run takes them")
     parser.add_argument("--fused-adam", action="store_true", help="train the head with Adam's fused path")
+    parser.add_argument("--encoder", default="", help="another encoder than the cell's (mock for a smoke run)")
+    parser.add_argument("--n-train", default="", help="training examples, if not the task's")
+    parser.add_argument("--n-eval", default="", help="evaluation examples, if not the task's")
     args = parser.parse_args()
     if args.checkout:
         use_checkout(args.checkout)
@@ -55,7 +59,9 @@ def main() -> None:
     run_cell, records = runner.run_cell, []
     runner.run_cell = lambda spec: records.append(run_cell(spec)) or records[-1]
     sys.argv = ["bench", "run", "--defense", "texthide", "--attack", "rss", "--no-save", "--seed", args.seed]
-    sys.argv += ["--train-args", args.train_args] if args.train_args else []
+    for option, value in (("--train-args", args.train_args), ("--encoder", args.encoder), ("--n-train", args.n_train),
+                          ("--n-eval", args.n_eval)):
+        sys.argv += [option, value] if value else []
     try:
         app()
     except SystemExit as exc:

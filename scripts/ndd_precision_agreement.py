@@ -1,12 +1,13 @@
-"""How often NDD selection in bf16 keeps the candidate float32 keeps, and how much faster it runs (issue 13).
+"""How often NDD selection in bf16 keeps the candidate float32 keeps, and how much faster it runs.
 
-Runs the ``ndd`` defense's own rewrite twice on the first ``--examples`` training examples of a task, with the same
-candidates (the same seeded generator draws them), once with ``mlm_precision=fp32`` and once with ``bf16``, and
-prints the seconds each took, the spans where both kept the same candidate, and the mean NDD each chose (both
-scored in their own precision). The substitution pool is the whole training split's, as in the cell; the MLM is
-the one the cell loads for the task (for SQuAD the minilm-mlm trained without SQuAD's text).
+It runs the ``ndd`` defense's own rewrite twice on the first ``--examples`` training examples of a task. Both runs
+draw the same candidates from the same seeded generator: one with ``mlm_precision=fp32``, one with ``bf16``. It
+prints the seconds each took, the spans where both kept the same candidate, and the mean NDD each chose (each scored
+in its own precision). The substitution pool and the MLM are the cell's: for SQuAD, the minilm-mlm trained without
+SQuAD's text. SQuAD offers no public text, so its spans are drawn from the client's own (``--pool own``).
 
-    BENCH_DATA_DIR=../shared/data python scripts/ndd_precision_agreement.py --task squad --examples 15 --window 16
+    BENCH_DATA_DIR=../shared/data python scripts/ndd_precision_agreement.py --task squad --pool own --examples 15 \
+        --window 16
 """
 
 import argparse
@@ -28,19 +29,23 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-train", type=int, default=0, help="training examples loaded (default: the task's)")
+    parser.add_argument("--pool", default="public", choices=["public", "own"], help="the defense's substitution pool")
     args = parser.parse_args()
 
     task = TASKS.get(args.task)()
-    data = task.load(task.default_n_train, task.default_n_eval, args.seed)
+    data = task.load(args.n_train or task.default_n_train, task.default_n_eval, args.seed)
     texts, labels = list(data.train.texts), list(data.train.labels)
     spans = task_spans(task, data, "train")
-    pool = substitution_pool(task, texts, labels, spans)  # the whole split's, as in the cell
+    source = NDDDistortion(mode=args.mode, pool=args.pool).substitution_source()
+    pool = substitution_pool(task, data, texts, labels, spans, source)  # as the cell draws it
     chosen = select_spans(task, spans[:args.examples], (), 1.0, np.random.default_rng(args.seed))
     batch = SpanBatch(texts[:args.examples], labels[:args.examples], chosen, pool, task.registry_name)
 
     kept, seconds, means = {}, {}, {}
     for precision in ("fp32", "bf16"):
-        defense = NDDDistortion(mode=args.mode, select="ndd", k=args.k, window=args.window, mlm_precision=precision)
+        defense = NDDDistortion(mode=args.mode, select="ndd", k=args.k, window=args.window, pool=args.pool,
+                                mlm_precision=precision)
         shared_mlm(defense.mlm, task.registry_name, "cpu")  # loaded (or trained) before the clock starts
         started = time.perf_counter()
         edits = defense.rewrite(batch, np.random.default_rng(args.seed))

@@ -1,11 +1,11 @@
-"""What exact NDD would cost on PTB's training slice if its sentences were capped at a length (issue 13).
+"""What exact NDD would cost on PTB's training slice if its sentences were capped at a length.
 
-Exact NDD scores each candidate by masking every unchanged piece of the sentence in turn, so one candidate costs
-about n² piece-positions for a sentence of n WordPieces (n masked copies of n pieces). This prints, per word cap,
-the sentences and the rewritten spans kept and the cost sum(spans × n²) relative to the recorded 33%-NP cell
-(grids/ndd_ptb.yaml) at full length, for the grid's three span settings, and the same for the ``ptb-20`` task
-(every sentence of at most 20 words, grids/ndd_ptb20.yaml). The 33% of the NPs are counted as 0.33 of the NP spans
-of each sentence (the defense draws which). Nothing is run through the MLM.
+Exact NDD scores a candidate by masking each unchanged piece of the sentence in turn. So one candidate costs about
+n² piece-positions for a sentence of n WordPieces. Per word cap, this prints the sentences and rewritten spans kept.
+It also prints their cost, sum(spans × n²), relative to the recorded 33%-NP cell (grids/ndd_ptb.yaml) at full
+length, for the grid's three span settings. The last row is the ``ptb-20`` task (sentences of at most 20 words,
+grids/ndd_ptb20.yaml). The 33% of the NPs count as 0.33 of each sentence's NP spans (the defense draws which).
+Nothing runs through the MLM.
 
     BENCH_DATA_DIR=../shared/data python scripts/ndd_ptb_cost.py [--caps 15 20 25 30 40 0]
 """

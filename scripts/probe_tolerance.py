@@ -1,20 +1,24 @@
-"""Measure how far the probe's utility (bench.models.probe) and the MLP head's move when the features do.
+"""How far the probe's utility (bench.models.probe) and the MLP head's move when the features do.
 
-For each task, the evaluation and training sentences are encoded with minilm (cache bypassed) four ways: one torch
-thread and batches of 64 (the reference), two torch threads, batches of 16 (other padding), and the sentences in a
-shuffled order (other batch compositions); then the reference features are perturbed by bf16-sized noise (each
-value times 1 + u * 2^-8, u uniform in [-1, 1], ``--noise-draws`` draws), which bounds a different CPU's rounding
-generously. On every variant both the probe and the MLP head (the frozen mode's defaults, trained with the
-variant's thread count) are fitted on the training features and scored with the task's metrics on the evaluation
-features. Printed and written as JSON: every figure, and per metric the spread (max - min) of the probe and of the
-head over the re-encodings and over the noise draws. A benchmark, not a timed test: docs/probe.md quotes a run.
+For each task, the training and evaluation sentences are encoded four ways, cache bypassed:
+
+* one torch thread and batches of 64 (the reference);
+* two torch threads;
+* batches of 16 (other padding);
+* the sentences in a shuffled order (other batch compositions).
+
+Then the reference features get bf16-sized noise, ``--noise-draws`` times: each value times 1 + u * 2^-8, u uniform
+in [-1, 1]. This bounds a different CPU's rounding generously. On every variant, the probe and the MLP head are
+fitted on the training features and scored on the evaluation features. The head takes the frozen mode's defaults
+and the variant's thread count. The script prints every figure as JSON, with the spread (max - min) per metric over
+the re-encodings and over the noise draws. It is a benchmark, not a timed test: docs/probe.md quotes a run.
 
     PYTHONPATH=. BENCH_DATA_DIR=/work/shared/data HF_HUB_OFFLINE=1 python scripts/probe_tolerance.py \\
         --tasks sst2 --n-train 2000 --n-eval 872 --out /tmp/probe_tolerance.json
 
-Token-tagging tasks (conll2003, ncbi-disease) run their whole cell (``bench run --task T --no-save``) once per
-variant, with the encoder's per-token states (``Encoder.token_states``) computed the variant's way or perturbed,
-since their features are the tokens of the released sentences rather than one vector per sentence.
+A token-tagging task (conll2003, ncbi-disease) runs its whole cell (``bench run --task T --no-save``) per variant.
+Its features are the released tokens' states (``Encoder.token_states``), so those are computed the variant's way or
+perturbed. ``--encoder mock`` and ``--epochs`` make a small run.
 """
 
 from __future__ import annotations
@@ -46,14 +50,14 @@ def encode(encoder, texts, threads: int, batch_size: int, order=None) -> np.ndar
         torch.set_num_threads(before)
 
 
-def head_scores(task, x, y, x_eval, y_eval, threads: int, seed: int) -> tuple[dict, np.ndarray]:
+def head_scores(task, x, y, x_eval, y_eval, threads: int, seed: int, epochs: int = 0) -> tuple[dict, np.ndarray]:
     """The MLP head's metrics (frozen-mode defaults, seeded), trained with ``threads`` torch threads, and its
     predictions."""
     import torch
 
     from bench.models.training import TrainingConfig, predict, targets_for, train_head, training_defaults
 
-    config = TrainingConfig(**training_defaults("frozen"))
+    config = TrainingConfig(**{**training_defaults("frozen"), **({"epochs": epochs} if epochs else {})})
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -82,18 +86,20 @@ def spread(rows: list[dict], key: str) -> dict:
     return {name: float(max(r[key][name] for r in rows) - min(r[key][name] for r in rows)) for name in names}
 
 
-def measure(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) -> dict:
+def measure(task_name: str, n_train: int, n_eval: int, seed: int, draws: int, encoder_name: str = "minilm",
+            epochs: int = 0) -> dict:
     """Every variant's probe and head figures on one task, and the spreads."""
     import bench.engine.runner  # noqa: F401  (registers the tasks)
     from bench.core.params import build_component
     from bench.core.registry import TASKS
-    from bench.models.encoders import Encoder
+    from bench.models.encoders import Encoder, mock_dimension
+    from bench.models.loading import load_encoder
 
     task = build_component(TASKS.get(task_name), {})
     data = task.load(n_train, n_eval, seed)
     texts_train, texts_eval = list(data.train.texts), list(data.eval.texts)
     y, y_eval = np.asarray(data.train.labels), np.asarray(data.eval.labels)
-    encoder = Encoder("minilm", cache=False)
+    encoder = load_encoder(encoder_name) if mock_dimension(encoder_name) else Encoder(encoder_name, cache=False)
     shuffle = np.random.default_rng(seed + 1).permutation
     encodings = {  # name -> (threads, batch size, order of the training / evaluation sentences)
         "1 thread, batch 64": (1, 64, None, None),
@@ -119,7 +125,7 @@ def measure(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) ->
         probe, probe_found, probe_s, z = probe_scores(task, x, y, x_eval, y_eval)
         if reference is None:
             reference, reference_z, scale = (x, x_eval), z, np.maximum(x.std(axis=0), 1e-6)
-        head, head_found = head_scores(task, x, y, x_eval, y_eval, threads, seed)
+        head, head_found = head_scores(task, x, y, x_eval, y_eval, threads, seed, epochs)
         row = {"variant": name, "kind": "encoding", "threads": threads, "probe": probe, "probe_s": round(probe_s, 3),
                "head": head, "encoding_s": round(encoding_s, 1),
                "probe_predictions_changed": changed("probe", probe_found),
@@ -134,7 +140,7 @@ def measure(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) ->
         noisy = (x * (1 + NOISE * rng.uniform(-1, 1, x.shape))).astype(np.float32)
         noisy_eval = (x_eval * (1 + NOISE * rng.uniform(-1, 1, x_eval.shape))).astype(np.float32)
         probe, probe_found, probe_s, z = probe_scores(task, noisy, y, noisy_eval, y_eval)
-        head, head_found = head_scores(task, noisy, y, noisy_eval, y_eval, 1, seed)
+        head, head_found = head_scores(task, noisy, y, noisy_eval, y_eval, 1, seed, epochs)
         row = {"variant": f"bf16-sized noise, draw {draw}", "kind": "noise", "threads": 1, "probe": probe,
                "probe_s": round(probe_s, 3), "head": head,
                "probe_predictions_changed": changed("probe", probe_found),
@@ -156,7 +162,8 @@ def summary(task_name: str, n_train: int, n_eval: int, seed: int, variants: list
             "load_average": os.getloadavg()}
 
 
-def measure_tagging(task_name: str, n_train: int, n_eval: int, seed: int, draws: int) -> dict:
+def measure_tagging(task_name: str, n_train: int, n_eval: int, seed: int, draws: int,
+                    encoder_name: str = "minilm", epochs: int = 0) -> dict:
     """The probe's and the head's metrics of a token-tagging cell (undefended) under each re-encoding and noise draw
     of the per-token states, and their spreads."""
     import torch
@@ -165,7 +172,8 @@ def measure_tagging(task_name: str, n_train: int, n_eval: int, seed: int, draws:
     from bench.models.encoders import Encoder
 
     original = Encoder.token_states
-    spec = make_spec(task=task_name, defense="none", n_train=n_train, n_eval=n_eval, seed=seed)
+    spec = make_spec(task=task_name, defense="none", encoder=encoder_name, n_train=n_train, n_eval=n_eval, seed=seed,
+                     training_args=f"epochs={epochs}" if epochs else "")
 
     def states_with(threads: int, batch: int, shuffled: bool, noise_draw: int | None):
         def token_states(self, items, batch_size: int = 64):
@@ -219,11 +227,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-draws", type=int, default=3)
     parser.add_argument("--out", default="")
+    parser.add_argument("--encoder", default="minilm", help="minilm, or mock for a smoke run")
+    parser.add_argument("--epochs", type=int, default=0, help="the head's epochs (default: the frozen mode's)")
     args = parser.parse_args()
     results = []
     for task in args.tasks.split(","):
         run = measure_tagging if task in TAGGING else measure
-        result = run(task, args.n_train, args.n_eval, args.seed, args.noise_draws)
+        result = run(task, args.n_train, args.n_eval, args.seed, args.noise_draws, args.encoder, args.epochs)
         print(json.dumps({"task": task, "spread": result["spread"], "load_average": result["load_average"]}),
               flush=True)
         results.append(result)

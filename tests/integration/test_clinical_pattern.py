@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.analysis.reproduce import matches
+from bench.reproduction.reproduce import matches
 
 GENERATE = "privacy/name-generation"
 CELLS = {

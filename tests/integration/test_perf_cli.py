@@ -9,7 +9,7 @@ from bench.cli.main import app
 
 
 def test_perf_times_every_token_mechanism_on_the_fixed_batch(tmp_path, monkeypatch):
-    from bench.analysis.perf import fixed_batch
+    from bench.performance.mechanisms import fixed_batch
     from bench.models.loading import load_encoder
     from bench.privacy.mechanisms import client_token_ids, regular_token_ids
 

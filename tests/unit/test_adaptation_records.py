@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.analysis.reproduce import load_mapping
+from bench.reproduction.reproduce import load_mapping
 from bench.results.leaderboard import seed_frame
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -63,7 +63,7 @@ def utility(frame):
 @pytest.fixture(scope="module")
 def claims(committed_records):
     """The claims of `bench reproduce qu2021_adaptation` on the committed records, by id."""
-    from bench.analysis.reproduce import reproduce
+    from bench.reproduction.reproduce import reproduce
 
     report = reproduce(RESULTS, "qu2021_adaptation", list(committed_records))
     return {claim["id"]: claim for claim in report["claims"]}

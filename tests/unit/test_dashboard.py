@@ -386,7 +386,7 @@ def test_adaptation_section_charts_gain_against_eta(tmp_path, run_app):
 
 
 def test_paper_vs_ours_tab_shows_rows_and_claims(tmp_path, run_app):
-    from bench.analysis import reproduce
+    from bench.reproduction import reproduce
     from tests.unit.test_reproduce import toy_results
 
     store = toy_results(tmp_path)
@@ -616,11 +616,12 @@ def test_paper_vs_ours_for_your_runs_advises_a_command_that_writes_there(tmp_pat
 def test_dashboard_command_hides_the_deploy_button(monkeypatch):
     from typer.testing import CliRunner
 
-    import bench.cli.main as cli
+    from bench.cli.commands import dashboard
+    from bench.cli.main import app
 
     commands = []
-    monkeypatch.setattr(cli, "_run_forwarding_signals", lambda command, env: commands.append(command) or 0)
-    result = CliRunner().invoke(cli.app, ["dashboard", "--port", "8599"])
+    monkeypatch.setattr(dashboard, "run_forwarding_signals", lambda command, env: commands.append(command) or 0)
+    result = CliRunner().invoke(app, ["dashboard", "--port", "8599"])
     assert result.exit_code == 0, result.output
     command = commands[0]
     assert command[command.index("--client.toolbarMode") + 1] == "viewer"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import bench.analysis.deniability as den
+import bench.reproduction.deniability as den
+from bench.cli.commands.analyze import deniability as deniability_command
 from bench.cli.main import app
-from bench.cli.main import deniability as deniability_command
 from tests.conftest import files_under
 
 runner = CliRunner()

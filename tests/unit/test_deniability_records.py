@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bench.analysis.deniability as den
+import bench.reproduction.deniability as den
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "results" / "analysis"
 FILES = sorted(ANALYSIS.glob("deniability-*.json"))

@@ -32,7 +32,8 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from bench.cli.main import app, write_pages
+from bench.cli.commands.report import write_pages
+from bench.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES_COMMAND = "bench report --results-dir results --pages docs/results"

@@ -92,7 +92,7 @@ def test_dashboard_imports_only_bench_results():
 def test_reproduce_reads_records_only():
     """`bench reproduce`'s logic imports bench.core and bench.results only (no engine, models or torch), so the
     dashboard and offline tests can use it; --run's engine imports live in the CLI."""
-    path = ROOT / "bench" / "analysis" / "reproduce.py"
+    path = ROOT / "bench" / "reproduction" / "reproduce.py"
     bad = [_where(path, line, name) for name, line in imports(path)
            if (_top(name) == "bench" and not name.startswith(("bench.core", "bench.results"))) or _top(name) in HEAVY]
     assert bad == []

@@ -226,7 +226,7 @@ def test_hub_corpus_takes_the_first_n_texts_of_the_stream(tiny_public_data, monk
 
 
 def test_adaptation_perf_times_each_mechanism_and_objective(tiny_bert, tiny_public_data):
-    from bench.analysis.adaptation_perf import PRIVATIZE_TARGET, adaptation_table, run_adaptation_perf
+    from bench.performance.adaptation import PRIVATIZE_TARGET, adaptation_table, run_adaptation_perf
 
     rows = run_adaptation_perf(["santext", "dchi-text"], ["prob", "denoising"], "", steps=2, batch_size=2,
                                encoder=tiny_bert, seed=0, warmup=1)

@@ -171,7 +171,7 @@ def test_duplicates_run_once_and_the_span_itself_scores_exactly_zero(tiny_mlm, m
 
 
 def test_conll_reader_and_iob1_entities(tmp_path):
-    from bench.analysis.ndd_perf import entities, read_conll
+    from bench.performance.ndd import entities, read_conll
 
     path = tmp_path / "eng.train"
     path.write_text("-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\nGerman JJ I-NP I-MISC\n"
@@ -191,7 +191,7 @@ def test_perf_rows_time_the_scorer_the_loop_and_the_selection(tiny_mlm, monkeypa
     # batched scores' argmin in every sentence and runs at most the batched scorer's copies
     from rich.console import Console
 
-    from bench.analysis import ndd_perf
+    from bench.performance import ndd as ndd_perf
     from bench.models import mlm as mlm_module
 
     monkeypatch.setattr(mlm_module, "load_mlm", lambda name, *args, **kwargs: tiny_mlm)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis import reproduce as rep
+from bench.reproduction import reproduce as rep
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from bench import DEFENSES, RepresentationDefense, SpanDefense, TokenDefense
-from bench.analysis.perf import (
+from bench.performance.mechanisms import (
     TARGET_RATIO,
     PerfReport,
     Timing,
@@ -140,7 +140,7 @@ def test_bad_input_is_one_sentence_and_exit_2(tiny_data, tmp_path, args, message
 
 
 def test_time_calls_stops_at_its_budget_after_the_least_count():
-    from bench.analysis.perf import time_calls
+    from bench.performance.mechanisms import time_calls
 
     calls = []
     times = time_calls(lambda: calls.append(time.sleep(0.02)), 10, budget_s=0.01, least=3)

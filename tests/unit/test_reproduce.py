@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.analysis import reproduce as rep
+from bench.reproduction import reproduce as rep
 from bench.cli.main import app
 from bench.core.errors import BenchError
 from bench.results.store import ResultStore

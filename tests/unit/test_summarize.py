@@ -57,7 +57,7 @@ def _versioned(seed, attack_version, metrics):
 def test_only_a_configurations_newest_component_versions_count(tmp_path):
     """A version bump re-run on seeds 0-2 replaces seeds 0-4 of the old version: the old seeds 3-4 neither join the
     mean nor keep a metric the new version dropped (they gave mean 0.645 over n = 5 before)."""
-    from bench.analysis.reproduce import summarize_cell
+    from bench.reproduction.reproduce import summarize_cell
     from bench.results.leaderboard import leaderboard_frame
 
     old = [_versioned(s, 1, {"privacy/rss/identity": 0.27, "privacy/rss/tfidf": 0.3}) for s in range(5)]
@@ -73,7 +73,7 @@ def test_only_a_configurations_newest_component_versions_count(tmp_path):
 def test_the_summary_pools_a_random_guess_only_within_one_encoder(tmp_path):
     from rich.console import Console
 
-    from bench.cli.main import _summary_table
+    from bench.cli.commands.summarize import summary_table
     from bench.results.leaderboard import leaderboard_frame
 
     records = []
@@ -82,7 +82,7 @@ def test_the_summary_pools_a_random_guess_only_within_one_encoder(tmp_path):
         records += [make_record(0, config_hash=encoder, spec=spec, metrics={
             "utility/accuracy": 0.7, "privacy/rss/identity": 0.0, "random/rss/identity": guess})]
     console = Console(width=200, record=True)
-    console.print(_summary_table(leaderboard_frame(records)))
+    console.print(summary_table(leaderboard_frame(records)))
     lines = console.export_text().splitlines()
     assert any("random guess (minilm)" in line and "0.100" in line for line in lines)
     assert any("random guess (mock-4)" in line and "0.300" in line for line in lines)

@@ -245,8 +245,10 @@ def _search_counts(space) -> dict[str, int]:
 
 
 def _search_backend(before: dict[str, int], after: dict[str, int]) -> str | None:
-    """The search stage that answered most of the queries between two ``_search_counts`` (None if none ran:
-    a mechanism timed after another one that searched the same space did not search itself)."""
+    """The search stage that answered most queries between two ``_search_counts``.
+
+    None if no search ran: a mechanism timed after another that searched the same space does not search again.
+    """
     answered = {stage: count - before.get(stage, 0) for stage, count in after.items()}
     answered = {stage: count for stage, count in answered.items() if count > 0}
     return max(answered, key=answered.get) if answered else None
@@ -287,10 +289,10 @@ def exponential_floor(mechanism, ids: list[np.ndarray], space, rng: np.random.Ge
                       repeats: int = 3) -> float | None:
     """Seconds of the exponential mechanism's floor on ``ids`` (None for other mechanisms).
 
-    The floor: one distance row per distinct replaced token — the matrix product of those tokens'
-    embeddings with the candidates' (``CHUNK`` rows at a time, as the mechanism works) — plus one pass over
-    the rows (an in-place exp), the least any sampler of these distributions must do. The replaced tokens
-    are those of the timed call (``rng`` seeded as it was).
+    The floor is one distance row per distinct replaced token, plus one pass over the rows (an in-place exp). The
+    rows are the matrix product of those tokens' embeddings with the candidates', ``CHUNK`` rows at a time, as the
+    mechanism works. No sampler of these distributions can do less. The replaced tokens are those of the timed call
+    (``rng`` seeded as it was).
     """
     import torch
 

@@ -1,9 +1,9 @@
 """`bench reproduce`: a paper's table beside our records, with a verdict on each of the table's claims.
 
-Every reference table ``<results>/reference/<table>.json`` has a mapping ``<results>/reproduction/<table>.yaml``
-that says which records stand for each paper cell (``select``: RunSpec fields that must equal the record's,
-``metric``: the record's metric key) and which claims of the paper to check on our records; a table the harness
-cannot express yet has a mapping with only ``not_mapped: <reason>``. The report is written, atomically, to
+Every reference table ``<results>/reference/<table>.json`` has a mapping ``<results>/reproduction/<table>.yaml``.
+The mapping says which records stand for each paper cell: ``select`` names RunSpec fields that must equal the
+record's, ``metric`` the record's metric key. It also lists the paper's claims to check on our records. A table the
+harness cannot express yet has a mapping with only ``not_mapped: <reason>``. The report is written atomically to
 ``<results>/reproduction/<table>.json`` for the dashboard.
 
 Mapping format (YAML)::
@@ -29,40 +29,44 @@ Mapping format (YAML)::
         checks: [{left: "cola texthide", op: within, right: "cola rand", margin: 0.03}]
     run: {seeds: [0, 1, 2]}                        # what --run runs for a row without records
 
-A ``match`` row compares at matched privacy: ours is our metric interpolated (linearly, between the two
-recorded settings that bracket it) at the privacy level the paper reports for that cell, over the sweep of
-defense argument ``over`` (its std is the spread over seeds of each seed's interpolated value; a mean over one
-seed has no std); ``select`` inside ``match`` overrides the selection of the privacy curve, and
-``paper_at: "<table>:<path>"`` reads the privacy level from another reference file; ``run`` lists the values
-of ``over`` that ``--run`` runs for the row (the sweep; without it ``--run`` skips the row).
-Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers; ops: ``gt``
-(left > right + margin: beats it by more than margin), ``lt`` (left < right - margin), ``ge`` (left >= right -
-margin: not below it by more than margin), ``le`` (left <= right + margin),
-``within`` (|left - right| <= margin) and ``increasing`` / ``decreasing`` (``rows``, each above / below the
-previous by more than margin).
-Where the rows of one comparison (two rows, or the rows of ``increasing`` / ``decreasing``) were recorded on
-different seeds, ours are compared on the seeds they share (the same data sample and initialisation on both
-sides: a paired comparison), and the check says so; with no seed in common the rows' own means are compared.
-The same checks are also evaluated on the paper's own numbers, so a claim's wording can be checked against
-the table it comes from.
+A ``match`` row compares at matched privacy. Ours is our metric at the privacy level the paper reports for that
+cell, over the sweep of defense argument ``over``. It is interpolated linearly between the two recorded settings
+that bracket that level. Its std is the spread over seeds of each seed's interpolated value; one seed has no std.
+``select`` inside ``match`` overrides the selection of the privacy curve. ``paper_at: "<table>:<path>"`` reads the
+privacy level from another reference file. ``run`` lists the values of ``over`` that ``--run`` runs for the row;
+without it ``--run`` skips the row.
 
-An ordering is only informative where the row expected to score higher beats its chance level: a head that
-answers the majority class, or an attack that does no better than a random guess, orders rows by noise. The
-chance level of a utility metric is the majority answer's score (the records' ``majority_utility`` note, the same
-metric on the same data); that of an attack's metric where higher means more leakage is the random guess scored
-in the same cells (the records' ``random/<attack>/<name>``). So a comparison (``gt`` / ``ge``: the left row,
-``lt`` / ``le``: the right row, ``increasing`` / ``decreasing``: the last / first row) whose expected-higher row
-has a chance level and does not beat it by more than ``CHANCE_MARGIN`` is *not applicable* on our side; a claim
-whose every check is not applicable is not applicable, and one with some applicable checks is judged on those.
-The rule applies to every table alike, and never to the paper's side.
+Claim operands are row ids (our mean), lists of row ids (the mean of their means) or numbers. The ops are:
 
-An ordering is also only a finding where the seeds resolve it. Where the rows of a comparison (each one row of ours)
-share at least two seeds, the per-seed paired differences, oriented so that the claim reads "difference >
-threshold" (the threshold being the check's margin, negated for ``ge`` / ``le``), give a mean and its 95%
-confidence interval (Student's t); an interval that straddles the threshold makes the check *unresolved* rather
-than holding or failing on the mean's sign (``increasing`` / ``decreasing``: step by step; a step resolved the wrong
-way still fails). A claim fails if any check fails, else is unresolved if any applicable check is. One seed has no
-spread and is judged on its numbers; the paper's side never is unresolved.
+- ``gt``: left > right + margin (beats it by more than margin);
+- ``lt``: left < right - margin;
+- ``ge``: left >= right - margin (not below it by more than margin);
+- ``le``: left <= right + margin;
+- ``within``: |left - right| <= margin;
+- ``increasing`` / ``decreasing``: ``rows``, each above / below the previous by more than margin.
+
+The rows of one comparison may have been recorded on different seeds. Then ours are compared on the seeds they
+share, and the check says so. This is a paired comparison: the same data sample and initialisation on both sides.
+With no seed in common, the rows' own means are compared. The same checks also run on the paper's own numbers, so a
+claim's wording can be checked against the table it comes from.
+
+An ordering is only informative where the row expected to score higher beats its chance level. A head that answers
+the majority class, or an attack no better than a random guess, orders rows by noise. A utility metric's chance
+level is the majority answer's score: the records' ``majority_utility`` note, the same metric on the same data. An
+attack metric's chance level, where higher means more leakage, is the random guess scored in the same cells (the
+records' ``random/<attack>/<name>``). The expected-higher row is the left one for ``gt`` / ``ge``, the right one
+for ``lt`` / ``le``, and the last / first for ``increasing`` / ``decreasing``. Where it has a chance level and
+does not beat it by more than ``CHANCE_MARGIN``, the check is *not applicable* on our side. A claim whose every
+check is not applicable is not applicable; one with some applicable checks is judged on those. The rule applies
+to every table alike, and never to the paper's side.
+
+An ordering is also only a finding where the seeds resolve it. The rows of a comparison (each one row of ours) may
+share at least two seeds. Then the per-seed paired differences give a mean and its 95% confidence interval
+(Student's t). They are oriented so that the claim reads "difference > threshold"; the threshold is the check's
+margin, negated for ``ge`` / ``le``. An interval that straddles the threshold makes the check *unresolved*, rather
+than holding or failing on the mean's sign. ``increasing`` / ``decreasing`` are judged step by step, and a step
+resolved the wrong way still fails. A claim fails if any check fails, else it is unresolved if any applicable check
+is. One seed has no spread and is judged on its numbers. The paper's side is never unresolved.
 
 This module reads records and files only (no torch): the dashboard and tests use it offline.
 """
@@ -124,9 +128,12 @@ def reproduction_dir(root: Path) -> Path:
 
 
 def definitions(root: Path) -> Path:
-    """Where the reference tables and their mappings are read: ``root`` when it has ``reference/``, else the
-    published results folder of this checkout (beside the ``bench`` package, wherever the command runs), so that
-    records kept elsewhere (``BENCH_RESULTS_DIR``) are still held against them."""
+    """Where the reference tables and their mappings are read.
+
+    That is ``root`` when it has ``reference/``, else this checkout's published results folder, beside the
+    ``bench`` package wherever the command runs. So records kept elsewhere (``BENCH_RESULTS_DIR``) are still held
+    against them.
+    """
     from bench.results.store import published_results_dir
 
     return Path(root) if reference_dir(root).is_dir() else published_results_dir()
@@ -160,7 +167,7 @@ def load_mapping(root: Path, table: str) -> dict[str, Any]:
     load_reference(root, table)  # an unknown table is named with the known ones
     path = reproduction_dir(definitions(root)) / f"{table}.yaml"
     if not path.is_file():
-        raise BenchError(f"reference table '{table}' has no mapping {path}; write one (see bench/analysis/"
+        raise BenchError(f"reference table '{table}' has no mapping {path}; write one (see bench/reproduction/"
                          "reproduce.py) or one with 'not_mapped: <reason>'.")
     try:
         mapping = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -172,8 +179,11 @@ def load_mapping(root: Path, table: str) -> dict[str, Any]:
 
 
 def report_path(root: Path, table: str) -> Path:
-    """``<root>/reproduction/<table>.json``; a table name that is not a plain file stem (a ``/``, ``..``, a leading
-    dot) is refused, so no report is written outside ``reproduction/``."""
+    """``<root>/reproduction/<table>.json``.
+
+    A table name that is not a plain file stem (a ``/``, ``..``, a leading dot) is refused. So no report is written
+    outside ``reproduction/``.
+    """
     if not table or Path(table).name != table or table.startswith(".") or "\\" in table:
         raise BenchError(f"table {table!r} is not a reference table name (a file stem under reference/, without "
                          "folders); run bench reproduce without a table to list them.")
@@ -339,12 +349,14 @@ def summarize_cell(records: list[ResultRecord], metric: str, chance_metric: str 
 
 
 def _chance(records: list[ResultRecord], metric: str, chance_metric: str | None = None) -> float | None:
-    """Mean over the records of the chance level of ``metric``: ``chance_metric`` of the same records when the
-    mapping's row names one (an attack that measures its own chance level, as name-generation's ``em_chance``);
-    else for a utility metric the majority answer's score (the ``majority_utility`` note; for the convex probe's
-    ``probe_<metric>``, that of ``<metric>``), for an attack's metric
-    where higher means more leakage the random guess scored in the same cells (``random/<attack>/<name>``). None for
-    other metrics, and unless every record has it."""
+    """Mean over the records of the chance level of ``metric``; None unless every record has it.
+
+    The chance level is ``chance_metric`` of the same records when the mapping's row names one. That is an attack
+    that measures its own chance level, as name-generation's ``em_chance``. Else, for a utility metric, it is the
+    majority answer's score (the ``majority_utility`` note); the convex probe's ``probe_<metric>`` takes that of
+    ``<metric>``. For an attack's metric where higher means more leakage, it is the random guess scored in the same
+    cells (``random/<attack>/<name>``). Other metrics have none.
+    """
     if chance_metric:
         values = [r.metrics.get(chance_metric) for r in records]
     elif metric.startswith("privacy/"):
@@ -456,8 +468,10 @@ def _expected_higher(spec: dict[str, Any]) -> Any:
 
 def _at_chance(spec: dict[str, Any], means: dict[str, float | None],
                chance: dict[str, float | None] | None) -> str | None:
-    """Why the comparison is not applicable on our side (its expected-higher row does not beat its chance level
-    by more than CHANCE_MARGIN), or None."""
+    """Why the comparison is not applicable on our side, or None.
+
+    It is not applicable when its expected-higher row does not beat its chance level by more than CHANCE_MARGIN.
+    """
     row = _expected_higher(spec)
     if chance is None or not isinstance(row, str):
         return None
@@ -565,9 +579,11 @@ def _interval(differences: list[float]) -> tuple[float, float]:
 
 
 def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool = True) -> str:
-    """HOLDS or FAILS (as ``ok`` says) when the 95% confidence interval of the mean paired difference lies on one
-    side of ``threshold`` (the claim being "difference > threshold"), else UNRESOLVED: the seeds do not tell the
-    ordering from the spread between them."""
+    """HOLDS, FAILS or UNRESOLVED for a claim that reads "difference > threshold".
+
+    When the 95% confidence interval of the mean paired difference lies on one side of ``threshold``, the check
+    holds or fails, as ``ok`` says. Else it is UNRESOLVED: the seeds do not tell the ordering from their spread.
+    """
     centre, half = _interval(differences)
     low, high = centre - half, centre + half
     if (low > threshold if strict else low >= threshold) or (high <= threshold if strict else high < threshold):
@@ -576,8 +592,11 @@ def _resolved(ok: bool, differences: list[float], threshold: float, strict: bool
 
 
 def _unresolved_note(seeds: list[int], differences: list[float] | None = None, threshold: float = 0.0) -> str:
-    """Why a check is unresolved: the left-minus-right paired ``differences`` over ``seeds`` (mean and 95% interval)
-    straddle the claim's bound ``threshold``; without differences, a step of an ordering did."""
+    """Why a check is unresolved.
+
+    The left-minus-right paired ``differences`` over ``seeds`` (mean and 95% interval) straddle the claim's bound
+    ``threshold``. Without differences, a step of an ordering did.
+    """
     if differences is None:
         return f"unresolved: a step's 95% confidence interval over seeds {_seed_list(seeds)} straddles its threshold"
     centre, half = _interval(differences)
@@ -592,9 +611,12 @@ def _paired_note(shared: list[int] | None) -> str:
 
 
 def combine(verdicts: list[str]) -> str:
-    """A claim fails if any check fails; else it has no records if any check lacks them; else it is not
-    applicable if no check is; else it is unresolved if any check is; else it holds (not-applicable checks left
-    out)."""
+    """A claim's verdict from its checks' verdicts.
+
+    A claim fails if any check fails. Else it has no records if any check lacks them. Else it is not applicable if
+    no check is applicable. Else it is unresolved if any check is. Else it holds. Not-applicable checks are left
+    out.
+    """
     if FAILS in verdicts:
         return FAILS
     if NO_RECORDS in verdicts or not verdicts:
@@ -755,8 +777,11 @@ def missing_cells(root: Path, table: str, records: list[ResultRecord]) -> list[d
 
 
 def markdown(report: dict[str, Any], recorded: bool = True) -> str:
-    """The report as Markdown (for the README and docs): one table of rows (paper, ours, difference), then the
-    claims with their verdicts on our records and on the paper's numbers."""
+    """The report as Markdown, for the README and docs.
+
+    One table of rows (paper, ours, difference) comes first. Then the claims, with their verdicts on our records
+    and on the paper's numbers.
+    """
     def number(value: float | None, std: float | None = None, n: int | None = None) -> str:
         if value is None:
             return "–"
@@ -780,8 +805,10 @@ def markdown(report: dict[str, Any], recorded: bool = True) -> str:
 
 
 def check_counts(claim: dict[str, Any]) -> tuple[int, int]:
-    """How many of a judged claim's checks were decided on our records (held or failed), and how many were at
-    chance (not applicable)."""
+    """How many of a judged claim's checks were decided on our records, and how many were at chance.
+
+    Decided means held or failed; at chance means not applicable.
+    """
     verdicts = [c["verdict"] for c in claim["checks"]]
     return sum(v in (HOLDS, FAILS) for v in verdicts), verdicts.count(NOT_APPLICABLE)
 
@@ -798,10 +825,13 @@ VERDICTS_MARKER = "<!-- reproduction-verdicts -->"
 
 def reproduction_pages(reports: list[dict[str, Any]], source: str, command: str,
                        unmapped: dict[str, str] | None = None) -> dict[str, str]:
-    """The reproduction reports (``<results>/reproduction/*.json``, as ``bench reproduce TABLE`` writes them) as pages:
-    ``index.md`` with every table's coverage and verdicts (and the tables not mapped, with why: ``unmapped``), and
-    ``<table>.md`` with the paper's setting and ours, the deviations, the rows beside the paper's and each claim
-    with the checks that did not hold."""
+    """The reproduction reports as pages, by file name.
+
+    The reports are ``<results>/reproduction/*.json``, as ``bench reproduce TABLE`` writes them. ``index.md`` gives
+    every table's coverage and verdicts, and the tables not mapped with why (``unmapped``). ``<table>.md`` gives the
+    paper's setting and ours, the deviations, the rows beside the paper's, and each claim with the checks that did
+    not hold.
+    """
     from bench.results.views import GENERATED
 
     pages, index = {}, []

@@ -6,36 +6,34 @@ from plausible deniability statistics); Chen Qu, Weize Kong, Liu Yang, Mingyang 
 Bendersky, Marc Najork. "Natural Language Understanding with Privacy-Preserving BERT." CIKM 2021,
 §5.3 and Fig. 4 (the same statistics for the text-to-text mechanism over BERT's WordPiece table).
 
-Each sampled vocabulary token w is perturbed T times at each eta, and two counts are kept per token:
+Each sampled vocabulary token w is perturbed T times at each eta. Two counts are kept per token:
 
-- ``N_w``: how many of the T outputs equal w (an estimate of T·Pr[M(w) = w]); small is deniable;
-- ``S_w``: how many distinct tokens the T outputs hold, w included when it came back (an estimate of
-  the effective support of M(w)); large is deniable.
+- ``N_w``: how many of the T outputs equal w, an estimate of T·Pr[M(w) = w]. Small is deniable.
+- ``S_w``: how many distinct tokens the T outputs hold, w included when it came back. It estimates the effective
+  support of M(w). Large is deniable.
 
-Their distributions over tokens, per eta, are reported as quantiles, and eta is chosen by two rules
-(thresholds are options):
+Their distributions over tokens are reported per eta as quantiles. Two rules choose eta; the thresholds are options.
 
-- worst case (the default bounds are Qu et al.'s, §5.3, after Feyisetan et al.): the largest eta at which
-  every token (``quantile`` 1) has N_w/T at most ``max_unchanged`` (0.5), i.e. every token is modified at
-  least 500 times in 1,000; Qu et al. put no bound on S_w (``min_support`` 1). A ``quantile`` below 1 and a
-  ``min_support`` above 1 give the looser rule this harness used before the paper was at hand (0.95 and 10:
-  all but the 5% least protected tokens, each with at least 10 distinct outputs);
-- average case: the same bounds on the mean of N_w/T and the mean of S_w over the vocabulary tokens. This is
-  the harness's reading. Qu et al.'s "average case" accounts for term frequencies in a corpus (§5.4: the
-  share of a dataset's tokens that the mechanism changes), which the dchi-text sweep's records report.
+- Worst case: the largest eta at which every token (``quantile`` 1) has N_w/T at most ``max_unchanged`` (0.5).
+  So every token is modified at least 500 times in 1,000. Qu et al. put no bound on S_w (``min_support`` 1). These
+  defaults are Qu et al.'s (§5.3, after Feyisetan et al.). A ``quantile`` below 1 and a ``min_support`` above 1
+  give a looser rule: 0.95 and 10 leave out the 5% least protected tokens and ask for 10 distinct outputs.
+- Average case: the same bounds on the mean of N_w/T and of S_w over the vocabulary tokens. This is our reading.
+  Qu et al.'s "average case" weighs tokens by their frequency in a corpus (§5.4: the share of a dataset's tokens
+  that the mechanism changes). The dchi-text sweep's records report that share.
 
-From Qu et al. §5.3 (``../shared/papers/qu2021_privacy_preserving_bert.txt``): each regular token (not
-[PAD], [CLS], [SEP], [MASK], [UNK] or [unused...]) is perturbed 1,000 times per eta; N_w is the number of
-outputs identical to the input; S_w is the number of unique outputs (the input among them when it comes
-back). Both are as computed here. Qu et al. perturb *every* regular token. The default here is a seeded sample of
-200 (``--tokens all`` is Qu's setting, about 150 times the work, resumable): on a sample, "every token" is
-every *sampled* token, whose largest N_w can only fall short of the vocabulary's, so the eta it selects is at
-least the one the whole vocabulary would select.
+Qu et al. §5.3 (``../shared/papers/qu2021_privacy_preserving_bert.txt``) perturb each regular token 1,000 times
+per eta. Regular tokens exclude [PAD], [CLS], [SEP], [MASK], [UNK] and [unused...]. N_w counts the outputs equal to
+the input; S_w counts the unique outputs, the input among them when it comes back. Both are computed as here.
 
-Expected N_w grows with eta (the token's Voronoi cell is convex and the noise radius shrinks); S_w
-falls with eta but also shrinks at very small eta, where the noise dwarfs the table and only tokens on
-its convex hull come out. So a rule selects the upper end of the first run of grid etas that meet it,
-scanning upwards: a sampling blip above a failing eta is never selected.
+Deviation: Qu et al. perturb *every* regular token. The default here is a seeded sample of 200. ``--tokens all`` is
+their setting, and resumable (docs/analyses.md gives its cost). On a sample, "every token" means every *sampled* token.
+Its largest N_w can only fall short of the vocabulary's, so the eta it selects is at least the vocabulary's.
+
+Expected N_w grows with eta: the token's Voronoi cell is convex and the noise radius shrinks. S_w falls with eta.
+It also shrinks at very small eta, where the noise dwarfs the table and only tokens on its convex hull come out.
+So a rule selects the upper end of the first run of grid etas that meet it, scanning upwards. A sampling blip
+above a failing eta is never selected.
 """
 
 from __future__ import annotations
@@ -101,8 +99,11 @@ PARAMETER_NAMES = {"dchi-text": "eta", "santext": "eps"}
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The bounds a privacy parameter must meet to be selected; the defaults are Qu et al.'s worst case (§5.3):
-    every token modified at least 500 times in 1,000, with no bound on S_w."""
+    """The bounds a privacy parameter must meet to be selected.
+
+    The defaults are Qu et al.'s worst case (§5.3): every token modified at least 500 times in 1,000, and no bound
+    on S_w.
+    """
 
     max_unchanged: float = 0.5  # N_w / T at most this: a token comes back unchanged at most this often
     min_support: int = 1  # S_w at least this: distinct outputs among the T releases of a token (1 = no bound)
@@ -177,13 +178,13 @@ def perturbation_statistics(
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """N_w and S_w of every token at every eta: ``{eta: (n_w, s_w)}``, arrays aligned with ``tokens``.
 
-    Tokens are perturbed ``chunk_queries // trials`` at a time (all T copies in one mechanism call);
-    each (eta, chunk) draws from its own generator, so an eta's figures do not depend on the others, nor on
-    the order of the work. That makes a long run (``--tokens all`` is a day of CPU) resumable: each finished
-    chunk is checkpointed per eta (``bench.core.journal``, keyed by the mechanism, the table, the tokens, T,
-    the seed and eta), and a rerun computes only the chunks left, with the figures one uninterrupted run gives.
-    ``tally``, if given, receives the number of chunks (``chunks``) and how many an earlier run had finished
-    (``resumed_chunks``), so a report can say that its runtime is not the whole computation's.
+    Tokens are perturbed ``chunk_queries // trials`` at a time, all T copies in one mechanism call. Each (eta,
+    chunk) draws from its own generator. So an eta's figures depend neither on the other etas nor on the order of
+    the work. That makes a long run (``--tokens all``) resumable. Each finished chunk is checkpointed per eta
+    (``bench.core.journal``, keyed by the mechanism, the table, the tokens, T, the seed and eta). A rerun computes
+    only the chunks left, with the figures one uninterrupted run gives. ``tally``, if given, receives the number of
+    chunks (``chunks``) and how many an earlier run had finished (``resumed_chunks``). So a report can say that its
+    runtime is not the whole computation's.
     """
     import hashlib
 
@@ -462,8 +463,10 @@ def merge_reports(earlier: dict[str, Any], latest: dict[str, Any]) -> dict[str, 
 
 
 def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANISM, whole: bool = False) -> Path:
-    """``<root>/analysis/deniability-<encoder>.json`` (``-<mechanism>`` added for other mechanisms, ``-all`` for the
-    whole vocabulary, so that a sample's analysis and the whole vocabulary's sit side by side)."""
+    """``<root>/analysis/deniability-<encoder>.json``, named so that analyses sit side by side.
+
+    ``-<mechanism>`` is added for other mechanisms, ``-all`` for the whole vocabulary.
+    """
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", encoder)
     if mechanism != DEFAULT_MECHANISM:
         name += "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", mechanism)
@@ -503,8 +506,11 @@ def deniability_table(report: dict[str, Any]):
 
 
 def deniability_markdown(report: dict[str, Any], source: str) -> str:
-    """A report as a section of Markdown: what was perturbed, one row per eta (``deniability_table``'s columns), the
-    selections, and the command that made it (``source``: the report's file)."""
+    """A report as a section of Markdown.
+
+    It gives what was perturbed, one row per eta (``deniability_table``'s columns), the selections, and the command
+    that made it (``source``: the report's file).
+    """
     parameter = report.get("parameter", "eta")
     scope = "every regular token" if report["tokens"] == report.get("vocabulary") else \
         f"a seeded sample of {report['tokens']:,} regular tokens"

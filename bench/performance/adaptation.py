@@ -1,11 +1,11 @@
 """``bench perf --adaptation``: privacy-adaptive pretraining throughput and the cost of privatizing on the fly.
 
-For each token mechanism and MLM objective it builds a pretraining run exactly as ``adapt_encoder``
-does (public corpus, mechanism defaults unless ``--defense-args``), takes ``warmup`` untimed steps (more
-of them let SanText's cache of per-token distributions fill as in a long run), then times ``steps``
-optimizer steps. It reports sequences per second and the share of the step spent in the
-mechanism (privatizing the batch, and for ``dchi-token`` reading noisy vectors as their nearest
-tokens), against the target of at most 20% of a step (Qu et al.'s pretraining privatizes on the fly).
+For each token mechanism and MLM objective, it builds a pretraining run exactly as ``adapt_encoder`` does: the
+public corpus, and the mechanism's defaults unless ``--defense-args``. It takes ``warmup`` untimed steps; more of
+them let SanText's cache of per-token distributions fill as in a long run. Then it times ``steps`` optimizer steps.
+It reports sequences per second and the share of the step spent in the mechanism. That share covers privatizing
+the batch, and for ``dchi-token`` reading noisy vectors as their nearest tokens. The target is at most 20% of a
+step, since Qu et al.'s pretraining privatizes on the fly.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] |
                         steps: int, batch_size: int, encoder: str, seed: int, warmup: int = 1,
                         progress: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
     """Time every (mechanism, objective) pair; bad names and values are one-sentence errors."""
-    from bench.analysis.perf import build_mechanisms
     from bench.core.params import require
     from bench.models.adaptation import OBJECTIVES
+    from bench.performance.mechanisms import build_mechanisms
 
     require(steps >= 1, f"--steps must be >= 1, got {steps}.")
     require(warmup >= 1, f"--warmup must be >= 1, got {warmup}.")

@@ -1,22 +1,28 @@
 """``bench perf --ndd``: candidates scored per second by the batched NDD metric, against the plain loop.
 
-Workload (Li et al. §4 on CoNLL-03): sentences of ``conll2003/eng.train`` that hold a gold entity; per
-sentence one entity (drawn at random) is the span, and its replacements are ``candidates`` distinct surface
-forms of the same entity type found in the corpus, never the entity's own form (so the batched scorer's
-skipping of duplicate and identical candidates plays no part in the timing). Words are tokenized with the
-MLM's WordPiece tokenizer; the span is the entity's tokens. The batched scorer (``ndd_scores`` with a
-fresh ``OriginalDistributions`` per sentence, exact: tol = 0) runs on all sentences; the plain loop
-(``ndd_scores_loop``) on the first ``loop_sentences`` of them (its rate is per candidate, so it
-extrapolates). Both count the original sentence's distributions in their time. The target is a batched
-rate at least ``TARGET_SPEEDUP`` times the loop's. Beside them, what the ``ndd`` defense runs: ``ndd_select``
-(the argmin only, dropping candidates whose partial NDD exceeds a complete score) on all sentences, its rate
-in candidates decided per second, the share of the batched scorer's masked copies it ran, and the sentences
-where its choice equals the batched scores' argmin. With ``selection_bf16`` the selection runs once more under
-bf16 autocast (``--precision bf16`` of a cell; no longer exact), its choices compared with the float32 argmin.
-The ceiling (``forward_ceiling``) is the MLM's forward pass alone on full batches of the workload's masked copies,
-converted to candidates per second with the copies exact scoring needs: no exact scorer beats it here, so it says
-whether the target is reachable on this machine at all.
-The MLM's head may be untrained (minilm): the cost does not depend on its weights.
+The workload follows Li et al. §4 on CoNLL-03. It takes the sentences of ``conll2003/eng.train`` that hold a gold
+entity. In each, one entity drawn at random is the span. Its replacements are ``candidates`` distinct surface forms
+of the same entity type found in the corpus, never the entity's own form. So the batched scorer's skipping of
+duplicate and identical candidates plays no part in the timing. The MLM's WordPiece tokenizer splits the words,
+and the span is the entity's tokens.
+
+What is timed:
+
+- the batched scorer (``ndd_scores`` with a fresh ``OriginalDistributions`` per sentence, exact: tol = 0) on all
+  sentences;
+- the plain loop (``ndd_scores_loop``) on the first ``loop_sentences``. Its rate is per candidate, so it
+  extrapolates. Both count the original sentence's distributions in their time. The target is a batched rate at
+  least ``TARGET_SPEEDUP`` times the loop's;
+- what the ``ndd`` defense runs: ``ndd_select`` on all sentences. It finds the argmin only, dropping candidates
+  whose partial NDD exceeds a complete score. Its rate is in candidates decided per second. Beside it: the share
+  of the batched scorer's masked copies it ran, and the sentences where its choice equals the batched argmin;
+- with ``selection_bf16``, the selection once more under bf16 autocast (a cell's ``--precision bf16``; no longer
+  exact). Its choices are compared with the float32 argmin.
+
+The ceiling (``forward_ceiling``) is the MLM's forward pass alone on full batches of the workload's masked copies.
+It is converted to candidates per second with the copies exact scoring needs. No exact scorer beats it here, so it
+says whether the target is reachable on this machine at all. The MLM's head may be untrained (minilm): the cost
+does not depend on its weights.
 """
 
 from __future__ import annotations
@@ -97,10 +103,12 @@ def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[di
 
 
 def forward_ceiling(mlm, items: list, batch_size: int) -> dict[str, float]:
-    """Masked copies per second of the MLM's forward pass alone, on full batches of the workload's own copies
-    (every position of every sentence masked in turn, sorted by length so that padding is small), with the
-    vocabulary projection at the masked position and no bookkeeping: the rate no exact NDD scorer beats on this
-    machine. Every full batch runs once (a partial last batch is left out)."""
+    """Masked copies per second of the MLM's forward pass alone: the rate no exact NDD scorer beats here.
+
+    The batches are full batches of the workload's own copies: every position of every sentence masked in turn,
+    sorted by length so that padding is small. The vocabulary projection runs at the masked position only, with no
+    bookkeeping. Every full batch runs once; a partial last batch is left out.
+    """
     from bench.privacy.ndd import masked_log_probs
 
     mask_id = mlm.tokenizer.mask_token_id
@@ -141,9 +149,9 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
     """Time the batched NDD scorer and the plain loop on the CoNLL-03 workload; return the figures."""
     import torch
 
-    from bench.analysis.perf import machine_info
     from bench.models.encoders import on_device
     from bench.models.mlm import load_mlm
+    from bench.performance.mechanisms import machine_info
     from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, ndd_select
 
     if sentences < 1 or candidates < 1 or loop_sentences < 0:

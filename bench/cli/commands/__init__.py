@@ -1,0 +1,1 @@
+"""One module per ``bench`` command; ``bench.cli.main`` puts them together."""

@@ -1,0 +1,92 @@
+"""``bench list``: the components, their parameters and the pairs that can run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+from rich.markup import escape
+from rich.table import Table
+
+from bench.cli.common import PluginOption, load_plugins, out, user_errors
+from bench.core.params import describe_parameters
+from bench.core.registry import ATTACKS, DEFENSES, TASKS
+from bench.core.releases import ReleaseKind
+from bench.engine.protocols import released_kinds, rewrites_text
+from bench.models.encoders import ENCODER_NAMES
+
+
+@user_errors
+def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
+    """Show tasks, defenses and attacks with their parameters, and the pairs that can run."""
+    load_plugins(plugin)
+    encoders = Table(title="encoders (--encoder NAME)", title_justify="left")
+    for column in ("name", "where from", "what"):
+        encoders.add_column(column, style="bold" if column == "name" else None)
+    for row in ENCODER_NAMES:
+        encoders.add_row(*(escape(c) for c in row))
+    out.print(encoders)
+    for title, registry in (("tasks", TASKS), ("defenses", DEFENSES), ("attacks", ATTACKS)):
+        table = Table(title=title, title_justify="left")
+        table.add_column("name", style="bold")
+        table.add_column("kinds" if registry is not TASKS else "metrics (server protocols)")
+        table.add_column("parameters (default)" if registry is not TASKS else "settings (default)")
+        for name in registry.names():
+            cls = registry.get(name)
+            if registry is TASKS:
+                kinds = f"{', '.join(m.name for m in cls.metrics)} ({', '.join(cls.protocols)})"
+                params = _task_settings(cls)
+            else:
+                kinds = _defense_kinds(cls) if registry is DEFENSES else (
+                    ", ".join(str(k) for k in cls.accepts) + "\nmetrics: " + ", ".join(m.name for m in cls.metrics))
+                params = "\n".join(
+                    f"{p}={d!r}" + (f"  # {c}" if c else "") for p, _, d, c in describe_parameters(cls)
+                )
+            table.add_row(*(escape(c) for c in (name, kinds, params or "-")))  # a plugin's text is printed literally
+        out.print(table)
+    pairs = Table(title="compatible defense / attack pairs", title_justify="left")
+    pairs.add_column("defense")
+    pairs.add_column("attacks")
+    on_weights = [a for a in ATTACKS.names() if ReleaseKind.MODEL in ATTACKS.get(a).accepts]
+    for name in DEFENSES.names():
+        releases = released_kinds(DEFENSES.get(name))  # text defenses also guard a prediction API's training data
+        ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
+        if on_weights and rewrites_text(DEFENSES.get(name)):  # the weights a pretraining task releases
+            ok.append(f"({', '.join(on_weights)} on pretraining tasks)")
+        pairs.add_row(escape(name), escape(", ".join(ok) or "-"))
+    out.print(pairs)
+
+
+def _task_settings(cls: type) -> str:
+    """What a task fixes for its cells, one setting per line.
+
+    The lines give its sizes (--n-train, --n-eval) and whether its server predicts original evaluation data. Then
+    its sensitive span kinds, the task that scores a released model, and its server's training defaults
+    (--train-args overrides them).
+    """
+    def kinds(names) -> str:
+        return "+".join(names) if len(names) <= 6 else "+".join(names[:5]) + f"+... ({len(names)} kinds)"
+
+    lines = [f"n_train={cls.default_n_train}, n_eval={cls.default_n_eval}  # examples, up to (--n-train, --n-eval)"]
+    if cls.evaluate_on == "original" and "api" not in cls.protocols:
+        lines.append("evaluate_on='original'  # only the training split is privatized")
+    if cls.span_kinds:
+        lines.append(f"spans: {kinds(cls.span_kinds)}  # what span defenses rewrite (kinds=)")
+    if cls.utility_task:
+        lines.append(f"utility_task={cls.utility_task!r}  # scores the released model")
+    if cls.attributes:
+        lines.append(f"attributes: {'+'.join(cls.attributes)}  # what attribute inference targets")
+    if cls.training_defaults:
+        lines.append("training: " + ",".join(f"{k}={v}" for k, v in cls.training_defaults.items()))
+    return "\n".join(lines)
+
+
+def _defense_kinds(cls: type) -> str:
+    """A defense's release kinds as pairing sees them: its own, then those it yields through another protocol."""
+    own = ", ".join(str(k) for k in cls.releases)
+    extra = [f"{k} (a prediction API's training data)" for k in released_kinds(cls) if k not in cls.releases]
+    lines = [own, *(f"+ {e}" for e in extra)]
+    if rewrites_text(cls):
+        lines.append(f"on pretraining tasks: {ReleaseKind.MODEL} only")
+    return "\n".join(lines)
+

@@ -1,0 +1,1 @@
+"""How fast the mechanisms run: token and representation mechanisms, the NDD metric, adaptive pretraining."""

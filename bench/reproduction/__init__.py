@@ -1,0 +1,1 @@
+"""Our records read against the papers: reference tables with claim verdicts, and plausible deniability."""
