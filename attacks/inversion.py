@@ -29,8 +29,9 @@ import numpy as np
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
 from bench.core.params import require, within
 from bench.core.seeding import numpy_generator
-from bench.data.examples import flatten_segments
+from bench.core.examples import flatten_segments
 from bench.privacy.mechanisms import nearest_tokens, token_counts
+from bench.privacy.token_space import space_of
 
 
 @dataclass
@@ -76,7 +77,7 @@ class Inversion(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> TokenGuesses:
         """Guessed token ids for every released sentence, by metric name."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         if release.kind is not ReleaseKind.TEXT:
             vectors, _ = flatten_segments(list(release.data))
             return TokenGuesses({"token_accuracy": nearest_tokens(vectors, space.table, space.candidates)}, space)
@@ -97,7 +98,7 @@ class Inversion(Attack):
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> TokenGuesses:
         """A uniformly drawn vocabulary token at every released position (one draw serves every metric)."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         shapes = _released_ids(release, space) if release.kind is ReleaseKind.TEXT else \
             flatten_segments(list(release.data))[0]
         drawn = [rng.choice(space.candidates, size=len(x)) for x in shapes]

@@ -36,7 +36,8 @@ import numpy as np
 from attacks.inversion import TokenGuesses, _hits
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
 from bench.core.params import added_later
-from bench.data.examples import flatten_segments
+from bench.core.examples import flatten_segments
+from bench.privacy.token_space import space_of
 
 UNTRAINED = "minilm-untrained"  # the ablation's mlm value: minilm with a fresh, untrained head (load_mlm "minilm")
 HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.data.public_corpus.held_out)
@@ -159,7 +160,7 @@ class MaskInference(Attack):
         """The MLM's guess at every position of every attacked released sentence."""
         from bench.models.mlm import top1_at
 
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         mlm = self._load(public, release)
         units = _Units(space, mlm)
         segments, partners = self._segments(release, space)
@@ -185,7 +186,7 @@ class MaskInference(Attack):
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> MaskGuesses:
         """A uniformly drawn regular token (a word of a word space) at every attacked position."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         segments, _ = self._segments(release, space)
         shapes = space.released_ids(segments) if segments and isinstance(segments[0], str) else segments
         return MaskGuesses({"token_accuracy": [rng.choice(space.candidates, size=len(x)) for x in shapes]}, space,

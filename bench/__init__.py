@@ -25,7 +25,7 @@ from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_
 from bench.core.releases import Release, ReleaseKind
 from bench.core.spans import Edit, Span
 from bench.core.spec import RunSpec
-from bench.data.examples import Examples, TaskData
+from bench.core.examples import Examples, TaskData
 
 __all__ = [
     "added_later",

@@ -38,7 +38,7 @@ def record_scores(record):
     import bench.engine.runner  # noqa: F401  (registers the tasks and attacks)
     from attacks.condition_probe import ConditionProbe, condition_truth, fill_scores
     from bench.core.registry import TASKS
-    from bench.models.cache import cache_root
+    from bench.core.cache import cache_root
     from bench.models.mlm import load_mlm
 
     spec = record.spec

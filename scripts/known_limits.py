@@ -43,7 +43,7 @@ def gradient_signs() -> None:
     import torch
 
     from bench.models.training import loss_fn
-    from bench.privacy.gradient_inversion import MatchingSettings, match_gradients, success
+    from bench.models.gradient_inversion import MatchingSettings, match_gradients, success
 
     torch.manual_seed(0)
     d = 16

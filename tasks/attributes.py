@@ -21,7 +21,7 @@ Offline from ``$BENCH_DATA_DIR/aia`` (the layout of shared/data; no hub copy of 
   is keyed by its last word, so "George W. Bush" and "Bush" count as one person). ``notes`` names them.
 
 Every text is whitespace-normalised and cut to its first 100 words (the encoder reads at most 128 pieces).
-Splits (``bench.data.examples.AttributeData``), drawn from the pool with the run's seed as consecutive blocks of
+Splits (``bench.core.examples.AttributeData``), drawn from the pool with the run's seed as consecutive blocks of
 one permutation, so they are disjoint: victim training (``n_train``), the adversary's queries (``n_train``: "1x
 queries"), its auxiliary attribute-labelled data (``n_train``), the attribute evaluation set (``n_eval``) and the
 victim's utility evaluation set (``n_eval``). A task whose examples have authors (Blog) deals whole authors to the
@@ -52,7 +52,7 @@ from bench import BenchError, Examples, Metric, Task, register_task
 from bench.core import smoke
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Span
-from bench.data.examples import AttributeData, data_dir
+from bench.core.examples import AttributeData, data_dir
 
 MAX_WORDS = 100  # words kept of each text
 BLOG_POSTS_PER_AUTHOR = 100  # first posts of each author in the pool

@@ -27,7 +27,7 @@ from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.files import read_utf8
 from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
-from bench.data.examples import data_dir, flatten_segments, sample_indices
+from bench.core.examples import data_dir, flatten_segments, sample_indices
 
 HUB_DATASET = "nyu-mll/glue"
 EVAL_FRACTION = 0.2  # of a single labelled file, held out for evaluation

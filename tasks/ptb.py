@@ -54,7 +54,7 @@ from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.evalb import Bracket, evalb, is_preterminal, plain_label, strip_traces
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span, apply_edits
-from bench.data.examples import data_dir, sample_indices
+from bench.core.examples import data_dir, sample_indices
 from tasks.conll2003 import Alignment, align
 
 # the phrase labels of the Penn Treebank II guidelines (the sample has all but a few; X is "unknown")

@@ -17,11 +17,11 @@ import numpy as np
 
 from bench.core.metrics import Metric, check_declared
 from bench.core.releases import Release, ReleaseKind
-from bench.data.examples import TaskData, Text, check_task_data
+from bench.core.examples import TaskData, Text, check_task_data
 
 
 def _schema_checked(load):
-    """``load`` followed by ``bench.data.examples.check_task_data`` (a label outside the task's label set, a
+    """``load`` followed by ``bench.core.examples.check_task_data`` (a label outside the task's label set, a
     non-finite regression label or an empty split is one sentence, never a record)."""
     if getattr(load, "schema_checked", False):
         return load
@@ -194,7 +194,7 @@ class TokenDefense(Defense):
 
     def token_space(self):
         """The public token space (``bench.privacy.public.SpaceRef``): the encoder's WordPieces by default."""
-        from bench.privacy.public import SpaceRef
+        from bench.core.public import SpaceRef
 
         return SpaceRef()
 
@@ -244,7 +244,7 @@ class SpanDefense(TokenDefense):
     def token_mechanism(self):
         """The public mechanism: the rewrite's name and parameters; tokens then pass unchanged."""
         from bench.core.params import component_args
-        from bench.privacy.public import SpanRewrite
+        from bench.core.public import SpanRewrite
 
         return SpanRewrite(type(self).registry_name, component_args(self))
 
@@ -262,7 +262,7 @@ class OutputDefense(Defense):
 
     def answer(self, logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The API's answers ``(n, classes)`` for the victim's logits (default: the softmax, unchanged)."""
-        from bench.privacy.outputs import softmax
+        from bench.core.releases import softmax
 
         return softmax(logits)
 
@@ -273,7 +273,7 @@ class OutputDefense(Defense):
     def output_mechanism(self):
         """The public mechanism: the defense's name and parameters (all an API user can know of it)."""
         from bench.core.params import component_args
-        from bench.privacy.public import DeclaredOutput
+        from bench.core.public import DeclaredOutput
 
         return DeclaredOutput(type(self).registry_name, component_args(self))
 
@@ -300,7 +300,7 @@ class RepresentationDefense(Defense):
         """The public mechanism (``bench.privacy.public.RepresentationMechanism``); by default the
         defense's name and parameters, which is all an adversary can rely on for a new defense."""
         from bench.core.params import component_args
-        from bench.privacy.public import DeclaredRepresentation
+        from bench.core.public import DeclaredRepresentation
 
         return DeclaredRepresentation(type(self).registry_name, component_args(self))
 

@@ -153,7 +153,7 @@ def name_lists() -> tuple[list[str], list[str], list[str]]:
 def register_sentences(limit: int = 4000) -> list[str]:
     """Sentences of the clinical register (mtsamples transcriptions), tokenised to lower-case words, 6 to 30
     words (at least 4 of more than two letters), without digits, distinct, in file order."""
-    from bench.data.examples import data_dir
+    from bench.core.examples import data_dir
 
     path = data_dir() / "clinical" / "mtsamples_partial.csv"
     if not path.is_file():

@@ -32,7 +32,7 @@ import numpy as np
 
 from bench.core.errors import BenchError
 from bench.core.files import read_utf8
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 
 OFFLINE = ("squad", "conll2003", "agnews")
 KNOWN = (*OFFLINE, "auto")

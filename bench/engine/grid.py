@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from bench.core.errors import BenchError
 from bench.core.spec import RunSpec
-from bench.engine.runner import component_versions, make_spec, run_cell
+from bench.core.versions import component_versions
+from bench.engine.runner import make_spec, run_cell
 from bench.results.record import ResultRecord
 from bench.results.store import ResultStore
 

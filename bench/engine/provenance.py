@@ -47,7 +47,7 @@ def versions(spec: RunSpec, encoder) -> dict[str, str]:
     import torch
 
     import bench
-    from bench.engine.runner import component_versions
+    from bench.core.versions import component_versions
 
     task_version, defense_version, attack_version = component_versions(spec).split(" ")
     versions = {

@@ -21,7 +21,7 @@ import numpy as np
 from bench.core import smoke
 from bench.core.errors import BenchError
 from bench.core.spans import Span, apply_edits, non_overlapping
-from bench.data.examples import Text
+from bench.core.examples import Text
 
 
 @dataclass
@@ -108,7 +108,7 @@ def substitution_pool(task, data, texts: list[Text], labels: list[Any], spans: l
     found = getattr(task, "public_examples", lambda _: None)(data)
     public: dict[str, list] = {}
     if found is not None and len(found.texts):
-        from bench.data.examples import TaskData
+        from bench.core.examples import TaskData
 
         holder = TaskData(found, found, "public")
         public = span_pool(task, list(found.texts), list(found.labels),
@@ -164,7 +164,7 @@ def cached_rewrite(defense, batch: SpanBatch, rng: np.random.Generator) -> list[
     import pickle
 
     from bench.core.files import atomic_writer
-    from bench.models.cache import cache_root, identity_key, warn_unwritable
+    from bench.core.cache import cache_root, identity_key, warn_unwritable
     from bench.models.encoders import cell_precision
 
     if not hasattr(defense, "rewrite_identity"):  # not a SpanDefense (a duck-typed test double): nothing to key on

@@ -38,7 +38,7 @@ from filelock import FileLock
 from bench.core import smoke
 from bench.core.files import verified
 from bench.core.params import require
-from bench.models.cache import cache_root, scratch_instead
+from bench.core.cache import cache_root, scratch_instead
 from bench.models.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
 
 OBJECTIVES = ("vanilla", "prob", "denoising")

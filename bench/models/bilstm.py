@@ -60,7 +60,7 @@ class BiLSTMEncoder(Encoder):
         from transformers.utils import logging as hf_logging
 
         from bench.core.seeding import derive_seed
-        from bench.models.cache import FeatureCache
+        from bench.core.cache import FeatureCache
 
         if pooling == "pooler":
             raise BenchError("the bilstm encoder has no pooler; use pooling=mean or cls.")

@@ -24,7 +24,7 @@ import numpy as np
 
 from bench.core.errors import BenchError
 from bench.core.progress import progress_bar
-from bench.models.cache import FeatureCache, texts_key
+from bench.core.cache import FeatureCache, texts_key
 
 DEFAULT_ENCODER = "minilm"
 POOLINGS = ("mean", "cls", "pooler")

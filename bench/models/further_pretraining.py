@@ -65,7 +65,7 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
     checkpoints built before 2026-11-28) is CPU time."""
     from filelock import FileLock
 
-    from bench.models.cache import cache_root
+    from bench.core.cache import cache_root
 
     if budget.steps == 0:
         return None, {"pretrain_steps": 0}

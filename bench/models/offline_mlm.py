@@ -344,7 +344,7 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
 
 def resume_folder(kind: str, key: str) -> Path:
     """Where an interrupted build of ``kind`` (``mlm``, ``pretrained``) with cache key ``key`` keeps its state."""
-    from bench.models.cache import cache_root
+    from bench.core.cache import cache_root
 
     return cache_root() / "partial" / f"{kind}-{key}"
 
@@ -413,7 +413,7 @@ def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = ()
     from filelock import FileLock
 
     from bench.data.public_corpus import public_corpus
-    from bench.models.cache import cache_root
+    from bench.core.cache import cache_root
 
     sentences, description, corpus_hash = public_corpus(recipe.corpus, exclude_task=recipe.exclude_task or None)
     key = mlm_key(recipe, corpus_hash)

@@ -44,7 +44,7 @@ class PairFeatures:
 
 def pair_features(encoder, released: list, batch_size: int = 32) -> list[PairFeatures]:
     """Per-position states of released ``(question, context)`` pairs (ids or vectors), cached on disk (float16)."""
-    from bench.models.cache import FeatureCache, texts_key
+    from bench.core.cache import FeatureCache, texts_key
 
     budget = encoder.max_length - 3
     kept = [fit_pair(q, c, budget) for q, c in released]

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.public import SpaceRef
 
 WORD = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 MAX_WORDS = 200_000  # GloVe files list frequent words first; 840B has 2.2M rows (2.6 GB as float32)
@@ -94,6 +95,11 @@ class WordVectorSpace:
 def token_space(encoder, vectors: str = ""):
     """The WordPiece space of ``encoder``, or the word space of the vector file ``vectors``."""
     return WordVectorSpace(vectors) if vectors else WordPieceSpace(encoder)
+
+
+def space_of(ref: SpaceRef, encoder):
+    """The space a release names, rebuilt from public facts (the encoder's table, or the vector file)."""
+    return token_space(encoder, ref.vectors if ref.format == "words" else "")
 
 
 @functools.lru_cache(maxsize=2)

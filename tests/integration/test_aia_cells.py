@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from bench.engine.runner import make_spec, run_cell
 
 pytestmark = [

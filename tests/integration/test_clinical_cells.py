@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from bench.engine.runner import make_spec, run_cell
 
 pytestmark = [

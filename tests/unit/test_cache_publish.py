@@ -11,7 +11,7 @@ import numpy as np
 
 import bench.core.files as files
 from bench.core.files import atomic_directory
-from bench.models.cache import FeatureCache
+from bench.core.cache import FeatureCache
 
 
 def test_a_builder_that_loses_the_race_between_check_and_rename_keeps_the_winners_copy(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from tasks.conll2003 import (
     TAG_ID,
     TAGS,

@@ -128,6 +128,12 @@ GRAPH_DIRS = ("bench", "tasks", "defenses", "attacks")
 # Files that other work rewrites at the same time; their own imports are left out of the graph until it lands.
 # TODO(lead): remove after merging issue 62's branches, and fix what the tests then report.
 PENDING_REWRITE = ("bench/engine/protocols.py", "bench/cli/main.py", "bench/analysis/")
+# Imports kept only for those files, each an edge (file, imported module) the tests let pass. TODO(lead): remove.
+PENDING_ALIASES = {
+    ("bench/core/public.py", "bench.privacy.token_space"),  # SpaceRef.build for protocols.py and analysis/perf.py;
+    # the others call bench.privacy.token_space.space_of
+    ("bench/privacy/ndd.py", "bench.models.ndd"),  # the old name of bench.models.ndd, for analysis/ndd_perf.py
+}
 
 
 def layer_of(module: str) -> int:
@@ -154,8 +160,8 @@ def project_imports(type_checking: bool = True) -> list[tuple[Path, int, str]]:
         if _pending(path):
             continue
         skip = set() if type_checking else _type_checking_lines(path)
-        found += [(path, line, name) for name, line in imports(path)
-                  if _top(name) in GRAPH_DIRS and line not in skip]
+        found += [(path, line, name) for name, line in imports(path) if _top(name) in GRAPH_DIRS and line not in skip
+                  and (str(path.relative_to(ROOT)), name) not in PENDING_ALIASES]
     return found
 
 

@@ -9,7 +9,7 @@ from nltk import Tree
 from bench import BenchError
 from bench.core.evalb import evalb, plain_label, strip_traces, tree_brackets
 from bench.core.spans import Edit, Span, apply_edits
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from bench.models.chart import cky
 from tasks.conll2003 import Alignment
 from tasks.ptb import (
@@ -154,7 +154,7 @@ def test_ptb20_holds_every_sentence_of_at_most_20_words_of_each_split():
 
 
 def data_of(*labels: str):
-    from bench.data.examples import Examples, TaskData
+    from bench.core.examples import Examples, TaskData
 
     array = np.empty(len(labels), dtype=object)
     array[:] = labels

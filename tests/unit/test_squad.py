@@ -11,7 +11,7 @@ import pytest
 
 from bench import BenchError, Examples, TaskData
 from bench.core.spans import Edit, Span, apply_edits
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from tasks.squad import (
     FILE,
     TRAIN_ARTICLES,
