@@ -50,6 +50,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.models.encoders import autocast
+from bench.models.masked_lm import MaskedLM, prediction_head
 
 BATCH_SIZE = 64  # masked copies per forward pass
 
@@ -81,8 +83,6 @@ def _log_probs_at(mlm, rows: np.ndarray, where: np.ndarray):
     """float64 log-softmax over the vocabulary at ``where[r]`` of each equal-or-padded row (one forward)."""
     import torch
 
-    from bench.models.encoders import autocast
-    from bench.models.mlm import _prediction_head
 
     device = mlm.model.device
     ids = torch.as_tensor(rows, device=device)
@@ -95,7 +95,7 @@ def _log_probs_at(mlm, rows: np.ndarray, where: np.ndarray):
         batch["token_type_ids"] = torch.zeros_like(ids)
     index = torch.arange(len(rows), device=device)
     column = torch.as_tensor(where, device=device)
-    head = _prediction_head(mlm.model)
+    head = prediction_head(mlm.model)
     with autocast(device):
         if head is not None:
             logits = head(mlm.model.base_model(**batch).last_hidden_state[index, column])
@@ -119,7 +119,7 @@ class OriginalDistributions:
     reuse one object for every span and candidate set of the same sentence.
     """
 
-    mlm: Any
+    mlm: MaskedLM
     ids: Any  # token ids of the sentence, no special tokens
     batch_size: int = BATCH_SIZE  # masked copies per forward pass
     log_probs: Any = field(init=False, repr=False)  # torch float64 (n, vocab)
@@ -266,7 +266,7 @@ def ndd_select(mlm, original_ids, span, candidates_ids: Sequence, mu: float, *, 
 class _Edit:
     """One span of one sentence and its distinct candidates, ready for masked copies (shared by the scorers)."""
 
-    mlm: Any
+    mlm: MaskedLM
     ids: np.ndarray
     start: int
     end: int
