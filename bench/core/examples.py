@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from bench.core.errors import BenchError
+
 
 def data_dir() -> Path:
     """The offline data directory: ``$BENCH_DATA_DIR`` when set and not empty, else ``~/.cache/bench/data``."""
@@ -140,8 +142,6 @@ def check_task_data(task, data: TaskData) -> TaskData:
     label (``num_labels == 1``) is a finite number; other labels (trees, answer records) are the task's own, as
     are a pretraining task's (its ``num_labels`` are its utility tagger's). Raises ``BenchError`` naming the task,
     its source, the split and the example."""
-    from bench.core.errors import BenchError
-
     name, classes = task.registry_name, int(task.num_labels)
     server_labels = "pretraining" not in getattr(task, "protocols", ())
     splits = {"training": data.train, "evaluation": data.eval}

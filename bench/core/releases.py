@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bench.core.errors import BenchError
 from bench.core.params import require
 
 
@@ -115,8 +116,6 @@ class PredictionAccess:
 
     def query(self, texts: list, purpose: str = "extraction") -> np.ndarray:
         """The API's answers for ``texts`` (counted under ``purpose``)."""
-        from bench.core.errors import BenchError
-
         if not texts:
             raise BenchError("a query to the prediction API needs at least one text.")
         self.answered[purpose] = self.answered.get(purpose, 0) + len(texts)

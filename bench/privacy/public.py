@@ -14,12 +14,12 @@ fitted on its private text is not public.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from bench.core.params import require
 from bench.core.public import (  # noqa: F401 - the contract, re-exported beside the mechanisms
     DeclaredOutput,
     DeclaredRepresentation,
@@ -32,7 +32,16 @@ from bench.core.public import (  # noqa: F401 - the contract, re-exported beside
     TokenMechanism,
 )
 from bench.core.releases import ReleaseKind
-
+from bench.privacy.mechanisms import (
+    ExponentialRows,
+    dchi_token_text,
+    dchi_token_vectors,
+    least_frequent,
+    santext_tokens,
+    token_counts,
+    uniform_tokens,
+)
+from bench.privacy.posterior import exponential_channel, nearest_token_channel
 
 # -- token mechanisms ------------------------------------------------------------------------------
 
@@ -47,8 +56,6 @@ class DchiTokenNoise(TokenMechanism):
 
     def privatize(self, ids, space, rng):
         """phi(w) + N for every token w."""
-        from bench.privacy.mechanisms import dchi_token_vectors
-
         return dchi_token_vectors(ids, space.table, self.eta, rng)
 
 
@@ -62,14 +69,10 @@ class DchiNearestToken(TokenMechanism):
 
     def privatize(self, ids, space, rng):
         """argmin_v ||phi(v) - (phi(w) + N)|| over the space's tokens, by exact search."""
-        from bench.privacy.mechanisms import dchi_token_text
-
         return dchi_token_text(ids, space.table, space.candidates, self.eta, rng)
 
     def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
         """The keep-or-scatter channel, simulated by running this mechanism (bench.privacy.posterior)."""
-        from bench.privacy.posterior import nearest_token_channel
-
         return nearest_token_channel(self.eta, outputs, table, regular, corpus_counts, rng, trials, support)
 
 
@@ -91,8 +94,6 @@ class ExponentialMechanism(TokenMechanism):
 
     def fit(self, ids, space):
         """V_S from the counts of ``ids`` over V (the regular WordPieces, or the fitted text's words)."""
-        from bench.privacy.mechanisms import least_frequent, token_counts
-
         counts = token_counts(ids, len(space.table))
         vocabulary = space.candidates if space.format == "wordpiece" else np.flatnonzero(counts)
         self.sensitive = least_frequent(counts, vocabulary, self.w)
@@ -103,22 +104,15 @@ class ExponentialMechanism(TokenMechanism):
 
     def streaming(self):
         """Keep each token's distribution between calls (pretraining privatizes small Zipfian batches)."""
-        from bench.privacy.mechanisms import ExponentialRows
-
         self.rows = ExponentialRows()
 
     def privatize(self, ids, space, rng):
         """Sensitive tokens always, others with probability p, replaced by exponential-mechanism draws from V_S."""
-        from bench.core.params import require
-        from bench.privacy.mechanisms import santext_tokens
-
         require(self.sensitive is not None, f"{self.name} mechanism: call fit before privatize.")
         return santext_tokens(ids, space.table, self.sensitive, self.eps, self.p, rng, self.rows)
 
     def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
         """The exact channel, with V_S recomputed from the corpus' counts (bench.privacy.posterior)."""
-        from bench.privacy.posterior import exponential_channel
-
         return exponential_channel(self.eps, self.p, self.w, outputs, table, regular, corpus_counts)
 
 
@@ -132,8 +126,6 @@ class UniformTokens(TokenMechanism):
 
     def privatize(self, ids, space, rng):
         """A uniform draw from ``space.candidates`` for every token."""
-        from bench.privacy.mechanisms import uniform_tokens
-
         return uniform_tokens(ids, space.candidates, rng)
 
     def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):

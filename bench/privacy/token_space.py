@@ -23,6 +23,7 @@ import numpy as np
 
 from bench.core.errors import BenchError
 from bench.core.public import SpaceRef
+from bench.privacy.mechanisms import client_token_ids, embedding_table, regular_token_ids
 
 WORD = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 MAX_WORDS = 200_000  # GloVe files list frequent words first; 840B has 2.2M rows (2.6 GB as float32)
@@ -34,8 +35,6 @@ class WordPieceSpace:
     format = "wordpiece"
 
     def __init__(self, encoder) -> None:
-        from bench.privacy.mechanisms import embedding_table, regular_token_ids
-
         if getattr(encoder, "tokenizer", None) is None:
             raise BenchError(f"token-level mechanisms need a WordPiece encoder (minilm or a hub id), "
                              f"not '{encoder.name}'.")
@@ -45,8 +44,6 @@ class WordPieceSpace:
 
     def client_ids(self, texts, rng: np.random.Generator | None = None) -> list[np.ndarray]:
         """Each text's regular WordPiece ids."""
-        from bench.privacy.mechanisms import client_token_ids
-
         return client_token_ids(self.encoder, texts)
 
     def render(self, ids: list[np.ndarray]) -> list[np.ndarray]:

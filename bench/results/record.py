@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bench.core.registry import NAME
+from bench.core.errors import BenchError
+from bench.core.registry import ATTACKS, DEFENSES, NAME, TASKS
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.spec import RunSpec
-from bench.core.versions import version_numbers
+from bench.core.versions import code_version_numbers, version_numbers
 from bench.results.migrations import SCHEMA_VERSION, migrate
 
 VERSION = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*@[0-9]+$")  # a component's version as records keep it
@@ -163,9 +163,6 @@ def superseded(record: ResultRecord) -> set[str]:
     """The components (``task``, ``defense``, ``attack``) that a registered component now runs at a newer version
     than the record's: the cell awaits a re-run, and no figure of those parts is shown. A component that is not
     registered, or whose version the record does not name, supersedes nothing."""
-    from bench.core.registry import ATTACKS, DEFENSES, TASKS
-    from bench.core.versions import code_version_numbers
-
     registered = tuple(len(r._items) for r in (TASKS, DEFENSES, ATTACKS))  # a later registration is a new answer
     code = code_version_numbers(json.dumps(record.spec, sort_keys=True, default=str), registered)
     if code is None:
@@ -177,9 +174,6 @@ def superseded(record: ResultRecord) -> set[str]:
 def still_valid(record: ResultRecord, metric: str) -> bool:
     """Whether the attack's current version declares ``metric`` (``privacy/<attack>/<name>`` or ``random/...``)
     unchanged since the record's version (``Attack.stable``)."""
-    from bench.core.errors import BenchError
-    from bench.core.registry import ATTACKS
-
     prefix, _, rest = metric.partition("/")
     attack, _, name = rest.partition("/")
     try:
