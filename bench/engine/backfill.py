@@ -25,6 +25,14 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from bench.core.errors import BenchError
+from bench.core.files import atomic_writer
+from bench.core.params import build_component
+from bench.core.registry import ATTACKS, TASKS
+from bench.engine.runner import majority_reference
+from bench.results.migrations import SCHEMA_VERSION
+from bench.results.record import ResultRecord
+
 BACKFILLED = "bench backfill: computed afterwards from the cell's data (data hash checked)"
 
 
@@ -54,8 +62,6 @@ def backfill_majority(records_dir: Path) -> BackfillReport:
                     lines[number] = updated
                     changed = True
             if changed:
-                from bench.core.files import atomic_writer
-
                 with atomic_writer(path, "w") as handle:
                     handle.write("".join(lines))
     return report
@@ -65,8 +71,6 @@ def order_attack_metrics(records_dir: Path) -> BackfillReport:
     """List each record's attack metrics (``privacy/<attack>/*``, ``random/<attack>/*``) in the order its attack
     declares them, in ``metrics`` and ``higher_is_better``; each file is rewritten atomically under its lock, and
     a record of an attack that is no longer registered is left as it is."""
-    from bench.core.files import atomic_writer
-
     report = BackfillReport()
     for path in sorted(Path(records_dir).glob("*.jsonl")):
         with FileLock(str(path) + ".lock"):
@@ -82,10 +86,6 @@ def _reordered(line: str, report: BackfillReport) -> str | None:
     """The line with its attack's metrics in declared order, or None (already so, or left as it is)."""
     from pydantic import ValidationError
 
-    from bench.core.errors import BenchError
-    from bench.core.registry import ATTACKS
-    from bench.results.migrations import SCHEMA_VERSION
-    from bench.results.record import ResultRecord
 
     try:
         raw = json.loads(line)
@@ -153,11 +153,6 @@ def _backfilled(line: str, cache: dict, report: BackfillReport) -> str | None:
 
 
 def _reference(task_name, n_train, n_eval, seed) -> tuple[str | None, dict]:
-    from bench.core.errors import BenchError
-    from bench.core.params import build_component
-    from bench.core.registry import TASKS
-    from bench.engine.runner import majority_reference
-
     try:
         task = build_component(TASKS.get(task_name), {})
         data = task.load(int(n_train), int(n_eval), int(seed))

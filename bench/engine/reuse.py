@@ -47,6 +47,7 @@ from bench.core.spec import RunSpec
 from bench.core.versions import compatible_kind, component_versions
 from bench.engine import protocols
 from bench.engine.cell import cell_context
+from bench.models.training import TrainingConfig, initial_head
 from bench.results.release_store import FORMAT, CorruptEntry, ReleaseStore, pack, unpack
 from bench.results.store import ResultStore
 
@@ -165,8 +166,6 @@ class RecordIndex:
 def expects_probe(spec: RunSpec) -> bool:
     """Whether a full run of the cell records the probe's utility metrics (a frozen server of a family that fits
     it beside its head: ``bench.models.probe``)."""
-    from bench.models.training import TrainingConfig
-
     task = build_component(TASKS.get(spec.task), {})
     return hasattr(task.server(spec, TrainingConfig(**spec.training)), "probe")
 
@@ -493,7 +492,6 @@ def _release(payload: dict[str, Any], found: Target, defense, context) -> Releas
     if isinstance(data, dict) and data.get("$gradients"):
         import torch
 
-        from bench.models.training import initial_head
 
         model = initial_head(data["dim"], data["outputs"], context.training, context.spec.seed).eval()
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in data["state"].items()})

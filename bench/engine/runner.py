@@ -9,20 +9,28 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bench.core.components import Truth
+from bench.core.components import SpanDefense, Truth
 from bench.core.errors import BenchError
+from bench.core.examples import data_dir
+from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
+from bench.core.releases import ReleaseKind
+from bench.core.seeding import numpy_generator
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.smoke import smoke_budget
-from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
 from bench.core.versions import compatible_kind, component_versions  # noqa: F401 - component_versions: the CLI's name
-from bench.core.examples import data_dir
+from bench.engine import reuse
 from bench.engine.cell import run_defense
 from bench.engine.knowledge import knowledge_for
 from bench.engine.protocols import choose_protocol
-from bench.engine.sanity import check_attack, check_client_part, guard
+from bench.engine.provenance import hardware, versions
+from bench.engine.sanity import check_attack, check_client_part
+from bench.engine.server_options import ServerOptions
+from bench.models.encoders import POOLINGS, check_precision, on_device, resolve_device
+from bench.models.loading import check_encoder
+from bench.models.training import TrainingConfig, training_defaults
 from bench.results.migrations import portable_source
 from bench.results.record import ResultRecord
 
@@ -33,8 +41,6 @@ CHECK_STEPS = 3  # --check: steps of privacy-adaptive or further pretraining, un
 def check_spans(task_cls: type, defense_cls: type, attack_cls: type | None, defense_args: dict) -> None:
     """A span defense, or an attack scored on sensitive spans, needs a task that declares them (of the kinds
     the defense names)."""
-    from bench.core.components import SpanDefense
-
     declared = tuple(task_cls.span_kinds)
     for name, needs in ((f"defense '{defense_cls.registry_name}'", issubclass(defense_cls, SpanDefense)),
                         (f"attack '{attack_cls.registry_name}'" if attack_cls else "",
@@ -79,10 +85,6 @@ def make_spec(
     the defense releases, and the server options apply to the release. ``smoke``: a ``--check`` cell, whose
     artefacts are built at the smoke budget (``bench.core.smoke``).
     """
-    from bench.engine.server_options import ServerOptions
-    from bench.models.encoders import POOLINGS, check_precision, resolve_device
-    from bench.models.training import TrainingConfig, training_defaults
-
     for name, value in (("n_train", n_train), ("n_eval", n_eval), ("max_length", max_length), ("seed", seed)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise BenchError(f"{name} must be a whole number, got {value!r}.")
@@ -130,7 +132,6 @@ def make_spec(
     if max_length < 8:
         raise BenchError(f"max_length must be at least 8 tokens, got {max_length}.")
     check_precision(precision)
-    from bench.models.loading import check_encoder
 
     check_encoder(encoder)  # its configuration resolves (no weights load; a hub id fails fast without the hub)
     return RunSpec(
@@ -184,8 +185,6 @@ def majority_reference(task, data) -> dict[str, Any]:
 def run_cell(spec: RunSpec) -> ResultRecord:
     """Run one cell: the client's mechanism, the server's training and evaluation, the attack and its
     random reference, each scored by the engine against the truth only it holds."""
-    from bench.models.encoders import on_device
-
     # components that load their own models (NDD's MLM) put them on the cell's device and run at its precision;
     # a --check cell builds what it caches at the smoke budget, and its record lists what that was
     with on_device(spec.device, spec.precision), smoke_budget(spec.smoke) as used:
@@ -196,11 +195,6 @@ def run_cell(spec: RunSpec) -> ResultRecord:
 
 
 def _run_cell(spec: RunSpec) -> ResultRecord:
-    from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
-    from bench.core.seeding import numpy_generator
-    from bench.engine import reuse  # it builds cells with this module's functions
-    from bench.engine.provenance import hardware, versions
-
     started = time.perf_counter()
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
     reused = reuse.prepare(spec)  # a recorded configuration's release and utility, when reuse is on and fits

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.core.params import require, within
-from bench.models.adaptation import OBJECTIVES
+from bench.core.params import component_args, require, within
+from bench.data.public_corpus import check_corpus_name
+from bench.models.adaptation import OBJECTIVES, AdaptationConfig
+from bench.models.further_pretraining import PretrainingBudget
+from bench.models.mlm import check_mlm_name
 
 PRETRAINING_PREFIXES = ("pretrain_", "utility_")  # options of pretraining tasks only
 
@@ -42,7 +45,6 @@ class ServerOptions:
         require(self.adapt_steps >= 1, f"adapt_steps must be >= 1, got {self.adapt_steps}.")
         require(self.adapt_batch_size >= 1, f"adapt_batch_size must be >= 1, got {self.adapt_batch_size}.")
         require(self.adapt_lr > 0, f"adapt_lr must be > 0, got {self.adapt_lr}.")
-        from bench.data.public_corpus import check_corpus_name
 
         check_corpus_name(self.adapt_corpus)
         require(self.pretrain_steps >= 0, f"pretrain_steps must be >= 0 (0 = the MLM as it is), got "
@@ -50,15 +52,12 @@ class ServerOptions:
         require(self.utility_n_train >= 2 and self.utility_n_eval >= 2,
                 f"utility_n_train and utility_n_eval must be at least 2, got {self.utility_n_train} and "
                 f"{self.utility_n_eval}.")
-        from bench.models.mlm import check_mlm_name
 
         check_mlm_name(self.pretrain_mlm, self.pretrain_allow_untrained)
 
     def resolved(self, given: dict, pretraining: bool = False) -> dict:
         """The options a spec keeps: none when nothing is adapted, so plain cells keep their config hash; a
         pretraining task's (``pretrain_*``, ``utility_*``), resolved, when the task pretrains."""
-        from bench.core.params import component_args
-
         own = [k for k in given if k.startswith(PRETRAINING_PREFIXES)]
         if pretraining:
             require(not self.adapt, "privacy-adaptive pretraining (adapt=) does not apply to a pretraining task.")
@@ -72,15 +71,12 @@ class ServerOptions:
 
     def pretraining(self, seed: int = 0):
         """The further-pretraining budget (``bench.models.further_pretraining.PretrainingBudget``)."""
-        from bench.models.further_pretraining import PretrainingBudget
-
         return PretrainingBudget(self.pretrain_mlm, self.pretrain_steps, seed=seed)
 
     def adaptation(self):
         """The adaptation budget (``bench.models.adaptation.AdaptationConfig``), or None."""
         if not self.adapt:
             return None
-        from bench.models.adaptation import AdaptationConfig
 
         return AdaptationConfig(self.adapt, self.adapt_steps, self.adapt_batch_size, self.adapt_lr,
                                 corpus=self.adapt_corpus)
