@@ -152,8 +152,8 @@ def test_unwritable_cache_gives_adaptation_a_scratch_folder(tmp_path, monkeypatc
 def test_empty_folder_variables_mean_the_defaults(monkeypatch, tmp_path):
     """BENCH_DATA_DIR= and BENCH_CACHE_DIR= (set but empty, as a shell leaves them) are the defaults, not the
     current folder (a run read the working directory as its data folder before)."""
-    from bench.core.examples import data_dir
     from bench.core.cache import cache_root
+    from bench.core.examples import data_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("BENCH_DATA_DIR", "")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bench import KNOWLEDGE, Attack, BenchError, Metric, PublicKnowledge, ReleaseKind
-from bench.core.registry import ATTACKS
 from bench.core.examples import Examples, TaskData
+from bench.core.registry import ATTACKS
 from bench.engine import runner
 from bench.engine.cell import cell_context
 from bench.engine.knowledge import knowledge_for, public_of
@@ -96,9 +96,9 @@ def test_a_token_only_the_attacked_split_holds_comes_only_through_the_release(tm
 
 
 def test_the_task_keeps_the_rest_of_its_training_file_as_public_text_and_samples_as_before(tiny_data):
+    from bench.core.examples import sample_indices
     from bench.core.registry import TASKS
     from bench.core.seeding import numpy_generator
-    from bench.core.examples import sample_indices
 
     data = TASKS.get("sst2")().load(100, 40, 3)
     assert data.public and not set(data.public) & set(data.train.texts) and not set(data.public) & set(data.eval.texts)

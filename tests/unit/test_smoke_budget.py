@@ -18,7 +18,7 @@ def fixed_revision(monkeypatch):
     """The encoder's revision pinned, so keys do not move with the installed encoder package."""
     import bench.models.encoders as encoders
 
-    monkeypatch.setattr(encoders, "_locate", lambda name: ("/nonexistent", "rev-1"))
+    monkeypatch.setattr(encoders, "locate", lambda name: ("/nonexistent", "rev-1"))
 
 
 def test_real_runs_keep_the_keys_they_had(fixed_revision):
