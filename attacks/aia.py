@@ -36,9 +36,6 @@ import numpy as np
 
 from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, register_attack, require, within
 from bench.core.progress import track
-from bench.core.seeding import derive_seed
-from bench.models.api import one_thread
-from bench.models.generators import torch_generator
 
 ATTRIBUTE_NAMES = ("gender", "age", "person1", "person2", "person3", "person4", "person5")  # of the shipped tasks
 
@@ -120,6 +117,8 @@ class AttributeInference(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> dict[str, np.ndarray]:
         """Extract an imitation from the API's answers and predict each attribute of the target texts."""
+        from bench.models.api import one_thread
+
         access = release.data
         names = self._names(access)
         self.measure = access.measure
@@ -147,6 +146,8 @@ class AttributeInference(Attack):
         import torch
         from torch import nn
 
+        from bench.core.seeding import derive_seed
+        from bench.models.generators import torch_generator
 
         x = torch.as_tensor(features, dtype=torch.float32)
         y = torch.as_tensor(answers, dtype=torch.float32)

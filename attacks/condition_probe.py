@@ -42,8 +42,6 @@ import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
 from bench.core.progress import track
-from bench.models.offline_mlm import masked_logits
-from bench.results.leaderboard import ci95_half_width
 
 PRIOR_SMOOTHING = 0.5  # added to each held-out condition count (a condition no held-out patient has still ranks)
 
@@ -118,6 +116,7 @@ def fill_scores(mlm, template: str, names: list[str], conditions: list[str], bat
     """``(names, conditions)`` mean log-probabilities of each condition's pieces, all masked, in the template."""
     import torch
 
+    from bench.models.offline_mlm import masked_logits
 
     tokenizer = mlm.tokenizer
     before, after = template.split("{condition}")
@@ -197,6 +196,8 @@ def patient_links(auc: np.ndarray) -> np.ndarray:
 
 def mean_interval(values: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its 95% Student-t interval (0 and 1 for no values; 1, uninformative, for one)."""
+    from bench.results.leaderboard import ci95_half_width
+
     if len(values) == 0:
         return 0.0, 1.0
     half = ci95_half_width([np.std(values, ddof=1) if len(values) > 1 else np.nan], [len(values)])[0]

@@ -33,7 +33,6 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
-from bench.models.gradient_inversion import MatchingSettings, run_attacks, success
 
 
 @register_attack("gradient-matching")
@@ -72,6 +71,8 @@ class GradientMatching(Attack):
         self.run_notes: dict = {}
 
     def _settings(self):
+        from bench.models.gradient_inversion import MatchingSettings
+
         return MatchingSettings(self.steps, self.inner, self.history, line_search=self.line_search)
 
     @staticmethod
@@ -81,6 +82,8 @@ class GradientMatching(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
         """The recovered representation behind each of the first N updates."""
+        from bench.models.gradient_inversion import run_attacks
+
         data = release.data
         count = min(self.attacks, len(data.gradients))
         recovered, distances, per_minute = run_attacks(
@@ -100,6 +103,8 @@ class GradientMatching(Attack):
 
     def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Success rate and mean MSE against the owners' true representations."""
+        from bench.models.gradient_inversion import success
+
         true = public.encoder.encode(truth.texts[: len(guesses)])
         mse, hit = success(guesses, true, self.threshold)
         return {"success_rate": float(hit.mean()), "mse": float(mse.mean())}

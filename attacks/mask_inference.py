@@ -33,26 +33,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from attacks.inversion import TokenGuesses, hits
-from bench import (
-    Attack,
-    BenchError,
-    Metric,
-    PublicKnowledge,
-    Release,
-    ReleaseKind,
-    Truth,
-    register_attack,
-    require,
-    within,
-)
-from bench.core.examples import flatten_segments
+from attacks.inversion import TokenGuesses, _hits
+from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
 from bench.core.params import added_later
-from bench.models.adaptation import OBJECTIVES, AdaptationConfig, adapt_encoder
-from bench.models.loading import check_model_name
-from bench.models.masked_lm import top1_at
-from bench.models.mlm import check_mlm_name
-from bench.models.offline_mlm import offline_steps
+from bench.core.examples import flatten_segments
 from bench.privacy.token_space import space_of
 
 UNTRAINED = "minilm-untrained"  # the ablation's mlm value: minilm with a fresh, untrained head (load_mlm "minilm")
@@ -95,6 +79,8 @@ class MaskInference(Attack):
         return "1" if args.get("adapted") else cls.version
 
     def __post_init__(self) -> None:
+        from bench.models.adaptation import OBJECTIVES
+
         require(self.adapted in ("", *OBJECTIVES),
                 f"mask-inference adapted must be vanilla, prob or denoising (or empty), got '{self.adapted}'.")
         require(self.adapted_steps >= 1, f"mask-inference adapted_steps must be >= 1, got {self.adapted_steps}.")
@@ -111,6 +97,12 @@ class MaskInference(Attack):
 
     def check(self) -> None:
         """The attacker's MLM must resolve (no weights are loaded; a checkpoint is checked in __post_init__)."""
+        from bench import BenchError
+        from bench.models.loading import check_model_name
+
+        from bench.models.mlm import check_mlm_name
+        from bench.models.offline_mlm import offline_steps
+
         if self.checkpoint or self.mlm == UNTRAINED or offline_steps(self.mlm) is not None:
             return  # minilm-mlm is trained offline on first use
         if self.mlm.startswith("mock") or self.mlm == "bilstm":
@@ -140,6 +132,9 @@ class MaskInference(Attack):
 
     def _adapted_checkpoint(self, release: Release | None, public: PublicKnowledge, device: str) -> str:
         """Pretrain (or find cached) ``mlm`` adapted to the release's public mechanism (Qu et al. §3.4)."""
+        from bench import BenchError
+        from bench.models.adaptation import AdaptationConfig, adapt_encoder
+
         if release is None or release.mechanism is None:
             raise BenchError("mask-inference adapted= needs a release that carries its public mechanism.")
         if release.space is not None and release.space.format != "wordpiece":
@@ -163,6 +158,8 @@ class MaskInference(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> MaskGuesses:
         """The MLM's guess at every position of every attacked released sentence."""
+        from bench.models.mlm import top1_at
+
         space = space_of(release.space, public.encoder)
         mlm = self._load(public, release)
         units = _Units(space, mlm)
@@ -201,7 +198,7 @@ class MaskInference(Attack):
         found = guesses.by_metric["token_accuracy"]
         true_ids = guesses.space.client_ids(flatten_segments(truth.texts)[0][: len(found)])
         total = sum(len(t) for t in true_ids)
-        scores = {"token_accuracy": hits(found, true_ids) / total if total else 0.0}
+        scores = {"token_accuracy": _hits(found, true_ids) / total if total else 0.0}
         if not guesses.random:
             scores["mlm_top1"] = self._held_out_top1(public)
         return scores
@@ -209,7 +206,7 @@ class MaskInference(Attack):
     def _held_out_top1(self, public: PublicKnowledge) -> float:
         """Measured once per attack object, on the same held-out sentences for every run."""
         from bench.data.public_corpus import held_out
-        from bench.models.masked_lm import masked_token_accuracy
+        from bench.models.mlm import masked_token_accuracy
 
         if self._top1 is None:
             texts, description, _ = held_out(public.task, HELD_OUT_SENTENCES)

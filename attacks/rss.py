@@ -24,9 +24,8 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
-from bench.core.examples import as_text
 from bench.core.scores import cosine_rows, jaccard_words, tfidf_cosine
-from bench.models.loading import check_model_name
+from bench.core.examples import as_text
 from bench.privacy.neighbours import cosine_search
 
 
@@ -53,6 +52,8 @@ class RSS(Attack):
 
     def check(self) -> None:
         """The SBERT model must resolve (no weights are loaded)."""
+        from bench.models.loading import check_model_name
+
         check_model_name(self.sbert, f"rss sbert='{self.sbert}', the SBERTsim model,")
 
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:

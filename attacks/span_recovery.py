@@ -46,9 +46,6 @@ import numpy as np
 from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
 from bench.core.params import require, within
 from bench.core.progress import track
-from bench.models.encoders import autocast
-from bench.models.masked_lm import prediction_head
-from bench.models.mlm import check_mlm_name
 
 BEAM_ROWS = 256  # rows per forward pass
 WEIGHTS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)  # the MLM weights the calibration chooses among
@@ -114,6 +111,8 @@ class SpanRecovery(Attack):
         require(self.rows >= 1, f"span-recovery rows must be >= 1, got {self.rows}.")
         require(self.weight == -1.0 or self.weight >= 0, f"span-recovery weight must be -1 or >= 0, got {self.weight}.")
         if self.mlm:
+            from bench.models.mlm import check_mlm_name
+
             check_mlm_name(self.mlm, self.allow_untrained)
 
     def _mlm_name(self, release: Release) -> str:
@@ -365,6 +364,8 @@ def _log_probs_at(mlm, rows: np.ndarray, row_index: np.ndarray, columns: np.ndar
     """float32 log-softmax over the vocabulary at ``(row_index[i], columns[i])`` (rows padded with -1)."""
     import torch
 
+    from bench.models.encoders import autocast
+    from bench.models.mlm import _prediction_head
 
     device = mlm.model.device
     ids = torch.as_tensor(rows, device=device)
@@ -375,7 +376,7 @@ def _log_probs_at(mlm, rows: np.ndarray, row_index: np.ndarray, columns: np.ndar
         batch["token_type_ids"] = torch.zeros_like(ids)
     index = torch.as_tensor(row_index, device=device)
     column = torch.as_tensor(columns, device=device)
-    head = prediction_head(mlm.model)
+    head = _prediction_head(mlm.model)
     with torch.inference_mode(), autocast(device):
         if head is not None:
             logits = head(mlm.model.base_model(**batch).last_hidden_state[index, column])

@@ -67,14 +67,9 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Edit, SpanDefense, added_later, register_defense
-from bench.core.journal import Journal
 from bench.core.params import require, within
 from bench.core.progress import progress_bar
-from bench.core.spans import segment_words
-from bench.data.sentences import sentence_around
-from bench.models.encoders import PRECISIONS, cell_device, cell_precision, on_device
-from bench.models.mlm import check_mlm_name, mlm_identity
-from bench.models.ndd import OriginalDistributions, masked_log_probs, ndd_select, prefilled_rows
+from bench.models.encoders import PRECISIONS
 
 MODES = ("generative", "substitutive")
 SELECTIONS = ("ndd", "random")
@@ -121,6 +116,7 @@ class NDDDistortion(SpanDefense):
         require(self.pool in POOLS, f"ndd pool must be one of {', '.join(POOLS)}, got '{self.pool}'.")
         require(self.mlm_precision in ("cell", *PRECISIONS),
                 f"ndd mlm_precision must be cell, {' or '.join(PRECISIONS)}, got '{self.mlm_precision}'.")
+        from bench.models.mlm import check_mlm_name
 
         check_mlm_name(self.mlm, self.allow_untrained)
 
@@ -143,14 +139,19 @@ class NDDDistortion(SpanDefense):
     def rewrite(self, batch, rng):
         """Draw k candidates per chosen span, keep one (by NDD or the first), and return the edits; the MLM runs at
         ``mlm_precision`` (the cell's by default)."""
+        from bench.models.encoders import cell_device, on_device
+
         with on_device(cell_device(), self._precision()):
             return self._rewrite(batch, rng)
 
     def _precision(self) -> str:
         """The precision of the MLM's forward passes in this rewrite."""
+        from bench.models.encoders import cell_precision
+
         return cell_precision() if self.mlm_precision == "cell" else self.mlm_precision
 
     def _rewrite(self, batch, rng):
+        from bench.models.encoders import cell_device
         from bench.models.mlm import shared_mlm
 
         started = time.perf_counter()
@@ -220,6 +221,9 @@ class NDDDistortion(SpanDefense):
     def _journal(self, batch, jobs, candidates):
         """The checkpoint of this rewrite's span choices, keyed by everything they depend on (the candidates are
         drawn before any scoring, so the choices do not depend on where an interrupted run stopped)."""
+        from bench.core.journal import Journal
+        from bench.models.encoders import cell_precision
+
         drawn = [[tuple(words) for words, _ in options] for options in candidates]
         return Journal("rewrites", (self.rewrite_identity(batch.task), cell_precision(), batch.task, batch.texts,
                                     jobs, drawn))
@@ -228,6 +232,8 @@ class NDDDistortion(SpanDefense):
         """The option of smallest NDD replacing ``span`` (``bench.models.ndd.ndd_select``: the argmin of every
         option's NDD, without scoring the options that cannot hold it whole), or None when the sentence is too
         long for the MLM."""
+        from bench.models.ndd import OriginalDistributions, ndd_select
+
         ids, word_of, scored = self._scored(pieces, text, span)
         inside = np.flatnonzero((word_of >= span.start) & (word_of < span.end))
         limit = int(getattr(mlm.model.config, "max_position_embeddings", 512)) - 2
@@ -247,6 +253,9 @@ class NDDDistortion(SpanDefense):
         ids, word_of = pieces.of(text, span.segment)
         scored = None
         if self.scope == "sentence":
+            from bench.core.spans import segment_words
+            from bench.data.sentences import sentence_around
+
             scored = sentence_around(tuple(segment_words(text, span.segment)), span.start, span.end)
         elif self.window:
             scored = (span.start - self.window, span.end + self.window)
@@ -257,6 +266,9 @@ class NDDDistortion(SpanDefense):
 
     def rewrite_identity(self, task: str) -> dict:
         """The defense's parameters and, when the rewrite runs the MLM, a digest of the MLM's weights."""
+        from bench.models.encoders import cell_device
+        from bench.models.mlm import mlm_identity
+
         identity = super().rewrite_identity(task)
         return {**identity, "mlm_weights": mlm_identity(self.mlm, task or None, cell_device())} if self.uses_mlm() \
             else identity
@@ -287,6 +299,8 @@ class _Pieces:
         return self._segments[(text, segment)]
 
     def _tokenize(self, text, segment: int):
+        from bench.core.spans import segment_words
+
         encoded = self.tokenizer(segment_words(text, segment), is_split_into_words=True, add_special_tokens=False)
         word_of = np.array([-1 if w is None else w for w in encoded.word_ids()], dtype=np.int64)
         return np.asarray(encoded["input_ids"], dtype=np.int64), word_of
@@ -307,6 +321,8 @@ def _substitutes(pool: list, own: tuple[str, ...], k: int, rng: np.random.Genera
 
 def _generate(mlm, texts, jobs, pieces, k: int, rng: np.random.Generator) -> list:
     """k sampled fillings per job (example, span), as (words, None); all jobs sampled together, step by step."""
+    from bench.models.ndd import prefilled_rows
+
     tokenizer = mlm.tokenizer
     frames, starts, lengths = [], [], []
     for i, span in jobs:
@@ -351,6 +367,8 @@ def _generate(mlm, texts, jobs, pieces, k: int, rng: np.random.Generator) -> lis
 
 def _log_probs(mlm, rows, where):
     """float64 log-probabilities at ``where`` of each row, as numpy."""
+    from bench.models.ndd import masked_log_probs
+
     return masked_log_probs(mlm, rows, where).numpy()
 
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench import OutputDefense, register_defense, require, within
-from bench.privacy.outputs import reverse_sigmoid, softmax
 
 
 @register_defense("reverse-sigmoid")
@@ -35,4 +34,6 @@ class ReverseSigmoid(OutputDefense):
 
     def answer(self, logits, rng):
         """The perturbed, renormalised softmax of each row."""
+        from bench.privacy.outputs import reverse_sigmoid, softmax
+
         return reverse_sigmoid(softmax(logits), self.beta, self.gamma)

@@ -50,11 +50,9 @@ import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, register_task
 from bench.core import smoke
-from bench.core.examples import AttributeData, data_dir
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Span
-from bench.models.servers import PredictionServer
-from tasks.squad import ENTITY_KINDS, spacy_entities
+from bench.core.examples import AttributeData, data_dir
 
 MAX_WORDS = 100  # words kept of each text
 BLOG_POSTS_PER_AUTHOR = 100  # first posts of each author in the pool
@@ -141,6 +139,8 @@ class AttributeTask(Task):
 
     def server(self, spec, training):
         """The victim behind the API: frozen encoder features and an MLP head."""
+        from bench.models.servers import PredictionServer
+
         return PredictionServer(type(self).num_labels, training, spec.seed)
 
     def score(self, predictions, labels) -> dict[str, float]:
@@ -152,6 +152,8 @@ class AttributeTask(Task):
     def sensitive_spans(self, data, split: str, index: int) -> list[Span]:
         """spaCy's entities of example ``index`` of ``split`` (the first call for a split runs spaCy over all of
         its texts, batched and cached)."""
+        from tasks.squad import spacy_entities
+
         texts = getattr(data, split).texts
         store = self.__dict__.setdefault("_entity_store", {})
         if texts not in store:
@@ -197,6 +199,8 @@ def split_by_author(authors: np.ndarray, labels: np.ndarray, sizes: tuple[int, .
 
 
 def _set_span_kinds(cls):
+    from tasks.squad import ENTITY_KINDS
+
     cls.span_kinds = ENTITY_KINDS
     return cls
 
@@ -324,6 +328,8 @@ def _surname(word: str) -> str:
 
 @lru_cache(maxsize=2)
 def _agnews(folder: str) -> Pool:
+    from tasks.squad import spacy_entities
+
     texts, labels = [], []
     for name in ("dev.tsv", "test.tsv"):
         path = Path(folder) / name

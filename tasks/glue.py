@@ -24,12 +24,10 @@ from typing import Callable, ClassVar, Iterator, Protocol
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
-from bench.core.examples import data_dir, flatten_segments, sample_indices
 from bench.core.files import read_utf8
-from bench.core.hub import offline_unless_reachable, unreachable_note
 from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
-from bench.models.servers import SentenceServer
+from bench.core.examples import data_dir, flatten_segments, sample_indices
 
 HUB_DATASET = "nyu-mll/glue"
 EVAL_FRACTION = 0.2  # of a single labelled file, held out for evaluation
@@ -196,7 +194,7 @@ class RTEZip:
         from nltk.corpus.reader import RTECorpusReader
         from nltk.data import ZipFilePathPointer
 
-        with nltk_may_read(path.parent):
+        with _nltk_may_read(path.parent):
             reader = RTECorpusReader(ZipFilePathPointer(str(path), "rte/"), r"rte\d_(dev|test)\.xml")
             pairs = [p for p in reader.pairs(reader.fileids()) if p.text and p.hyp]
         texts = tuple((" ".join(p.text.split()), " ".join(p.hyp.split())) for p in pairs)
@@ -206,7 +204,7 @@ class RTEZip:
 
 
 @contextmanager
-def nltk_may_read(folder: Path) -> Iterator[None]:
+def _nltk_may_read(folder: Path) -> Iterator[None]:
     """Let nltk read files under ``folder`` while the block runs (nltk >= 3.9 reads only under its data path)."""
     import nltk
 
@@ -243,6 +241,8 @@ class GlueTask(Task):
 
     def server(self, spec, training):
         """A sentence(-pair) classifier, or a regressor for STS-B: the encoder and an MLP head."""
+        from bench.models.servers import SentenceServer
+
         return SentenceServer(self.num_labels, training, spec.seed)
 
     def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
@@ -271,6 +271,7 @@ class GlueTask(Task):
             f"(set BENCH_DATA_DIR to a folder laid out like shared/data), or run where the Hugging Face hub "
             f"is reachable (datasets.load_dataset('{HUB_DATASET}', '{self.hub_config}'))."
         )
+        from bench.core.hub import offline_unless_reachable, unreachable_note
 
         if offline_unless_reachable() or os.environ.get("HF_DATASETS_OFFLINE") == "1":  # no retries without a hub
             note = unreachable_note()

@@ -22,11 +22,10 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
-from bench.core.examples import data_dir, sample_indices
 from bench.core.files import read_utf8
 from bench.core.seeding import numpy_generator
 from bench.data.alignment import word_of_pieces
-from bench.models.servers import TaggingServer
+from bench.core.examples import data_dir, sample_indices
 
 TAGS = ("O", "B-Disease", "I-Disease")
 TAG_ID = {tag: i for i, tag in enumerate(TAGS)}
@@ -117,6 +116,8 @@ class NCBIDisease(Task):
 
     def server(self, spec, training):
         """A token tagger over the server's encoder."""
+        from bench.models.servers import TaggingServer
+
         return TaggingServer(self.num_labels, training, spec.seed)
 
     def token_labels(self, texts, labels, encoder):
