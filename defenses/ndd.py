@@ -67,8 +67,10 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Edit, SpanDefense, added_later, register_defense
+from bench.core.journal import Journal
 from bench.core.params import require, within
 from bench.core.progress import progress_bar
+from bench.core.spans import segment_words
 from bench.models.encoders import PRECISIONS
 
 MODES = ("generative", "substitutive")
@@ -221,7 +223,6 @@ class NDDDistortion(SpanDefense):
     def _journal(self, batch, jobs, candidates):
         """The checkpoint of this rewrite's span choices, keyed by everything they depend on (the candidates are
         drawn before any scoring, so the choices do not depend on where an interrupted run stopped)."""
-        from bench.core.journal import Journal
         from bench.models.encoders import cell_precision
 
         drawn = [[tuple(words) for words, _ in options] for options in candidates]
@@ -253,7 +254,6 @@ class NDDDistortion(SpanDefense):
         ids, word_of = pieces.of(text, span.segment)
         scored = None
         if self.scope == "sentence":
-            from bench.core.spans import segment_words
             from bench.data.sentences import sentence_around
 
             scored = sentence_around(tuple(segment_words(text, span.segment)), span.start, span.end)
@@ -299,8 +299,6 @@ class _Pieces:
         return self._segments[(text, segment)]
 
     def _tokenize(self, text, segment: int):
-        from bench.core.spans import segment_words
-
         encoded = self.tokenizer(segment_words(text, segment), is_split_into_words=True, add_special_tokens=False)
         word_of = np.array([-1 if w is None else w for w in encoded.word_ids()], dtype=np.int64)
         return np.asarray(encoded["input_ids"], dtype=np.int64), word_of

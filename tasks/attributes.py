@@ -50,9 +50,10 @@ import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, register_task
 from bench.core import smoke
+from bench.core.examples import AttributeData, data_dir
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Span
-from bench.core.examples import AttributeData, data_dir
+from tasks.squad import ENTITY_KINDS, spacy_entities
 
 MAX_WORDS = 100  # words kept of each text
 BLOG_POSTS_PER_AUTHOR = 100  # first posts of each author in the pool
@@ -152,8 +153,6 @@ class AttributeTask(Task):
     def sensitive_spans(self, data, split: str, index: int) -> list[Span]:
         """spaCy's entities of example ``index`` of ``split`` (the first call for a split runs spaCy over all of
         its texts, batched and cached)."""
-        from tasks.squad import spacy_entities
-
         texts = getattr(data, split).texts
         store = self.__dict__.setdefault("_entity_store", {})
         if texts not in store:
@@ -199,8 +198,6 @@ def split_by_author(authors: np.ndarray, labels: np.ndarray, sizes: tuple[int, .
 
 
 def _set_span_kinds(cls):
-    from tasks.squad import ENTITY_KINDS
-
     cls.span_kinds = ENTITY_KINDS
     return cls
 
@@ -328,8 +325,6 @@ def _surname(word: str) -> str:
 
 @lru_cache(maxsize=2)
 def _agnews(folder: str) -> Pool:
-    from tasks.squad import spacy_entities
-
     texts, labels = [], []
     for name in ("dev.tsv", "test.tsv"):
         path = Path(folder) / name

@@ -32,7 +32,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.registry import TASKS
+from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span
+from bench.data import clinical
 from bench.data.clinical import NAME, ClinicalCorpus
 
 SENTENCES_PER_PATIENT = 10  # about the length of a synthetic note: n_train sentences ~ n_train / 10 patients
@@ -70,8 +73,6 @@ class ClinicalNotes(Task):
     train_patients: int = field(default=0, init=False, repr=False, compare=False)
 
     def _corpus(self, patients: int, seed: int) -> ClinicalCorpus:
-        from bench.data import clinical
-
         if self.source == "synthetic":
             return clinical.synthetic_corpus(seed, patients)
         folder = os.environ.get("BENCH_MIMIC_DIR", "")
@@ -113,7 +114,6 @@ class ClinicalNotes(Task):
     def substitution_pool(self) -> dict[str, list]:
         """Public full names for substitutive rewriting: ``SUBSTITUTES`` first-last pairs drawn (fixed seed) from
         the public name lists, so a substituted name is a stranger's, never another patient's."""
-        from bench.core.seeding import numpy_generator
         from bench.data.clinical import name_lists
 
         female, male, last = name_lists()
@@ -130,8 +130,6 @@ class ClinicalNotes(Task):
 
     def score(self, predictions, labels) -> dict[str, float]:
         """Entity F1, precision and recall (the utility task's scorer)."""
-        from bench.core.registry import TASKS
-
         return TASKS.get(self.utility_task)().score(predictions, labels)
 
     def sensitive_spans(self, data: TaskData, split: str, index: int) -> list[Span]:
