@@ -35,9 +35,9 @@ from bench.core.machine import cpu_model
 from bench.core.params import require
 from bench.core.progress import note, progress_bar
 from bench.core.seeding import numpy_generator
-from bench.data.public_corpus import AUTO, source_of_task
-from bench.models import masked_lm
-from bench.models.masked_lm import MASK_RATE, MAX_PREDICTIONS, apply_mask, bert_mask, prediction_head
+
+# The command line imports this module as it starts (for MLMRecipe), so the masked LM and the corpora, which pull
+# in the encoders and the search, are imported by the functions that train or key a recipe.
 
 NAME = "minilm-mlm"  # the load_mlm name of the trained MLM of the offline encoder
 VERSION = 2  # of the recipe, in the cache key (2: a step budget)
@@ -110,6 +110,8 @@ def recipe_for(task: str | None, steps: int | None = None) -> MLMRecipe:
     """The default recipe of the MLM used on ``task``: its text left out when it is a source of the public corpus
     (a task whose text is not in the corpus, e.g. ``ptb``, or ``agnews``, an offline source that ``auto`` does not
     include, shares the MLM trained on the whole corpus). ``steps`` replaces the default step budget."""
+    from bench.data.public_corpus import AUTO, source_of_task
+
     default = MLMRecipe()
     sources = AUTO if default.corpus == "auto" else (default.corpus,)
     exclude = task if source_of_task(task) in sources else ""
@@ -154,6 +156,7 @@ def offline_dir(name: str, task: str | None = None, progress: bool = True) -> Pa
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     """The cache key of a trained MLM (16 hex digits): encoder and revision, corpus, recipe, version."""
     from bench.models.encoders import locate
+    from bench.models.masked_lm import MASK_RATE, MAX_PREDICTIONS
 
     _, revision = locate(recipe.encoder)
     fields = asdict(recipe)
@@ -216,6 +219,8 @@ def pack(tokenizer, sentences: list[str], seq_len: int, rng: np.random.Generator
 
 def masked_batch(rows: np.ndarray, mlm, rng: np.random.Generator):
     """BERT-masked copies of ``rows`` and, per chosen position, its row, column and original token."""
+    from bench.models.masked_lm import apply_mask, bert_mask
+
     regular, mask_id = mlm.regular, mlm.tokenizer.mask_token_id
     shown, row_index, column, truth = [], [], [], []
     for r, ids in enumerate(rows):
@@ -230,6 +235,8 @@ def masked_batch(rows: np.ndarray, mlm, rng: np.random.Generator):
 def masked_logits(model, input_ids, row_index, column, attention_mask=None):
     """Vocabulary logits at positions ``(row_index[i], column[i])`` only: the encoder's hidden states are
     gathered there before the prediction head, so no ``(batch, length, vocab)`` tensor is ever built."""
+    from bench.models.masked_lm import prediction_head
+
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     return prediction_head(model)(hidden[row_index, column])
 
@@ -426,6 +433,7 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
     import shutil
 
     from bench.data.public_corpus import HELD_OUT, held_out
+    from bench.models import masked_lm
 
     mlm = masked_lm.load_checkpoint(recipe.encoder, seed=recipe.seed)
     if recipe.layers:
