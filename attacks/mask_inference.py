@@ -229,8 +229,6 @@ class _Units:
     and how the MLM's guesses map back into the space."""
 
     def __init__(self, space, mlm) -> None:
-        from bench.core.errors import BenchError
-
         self.space, self.tokenizer = space, mlm.tokenizer
         if space.format == "wordpiece":
             if space.encoder.tokenizer.get_vocab() != mlm.tokenizer.get_vocab():

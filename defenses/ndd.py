@@ -71,6 +71,7 @@ from bench.core.journal import Journal
 from bench.core.params import require, within
 from bench.core.progress import progress_bar
 from bench.core.spans import segment_words
+from bench.data.sentences import sentence_around
 from bench.models.encoders import PRECISIONS
 
 MODES = ("generative", "substitutive")
@@ -254,8 +255,6 @@ class NDDDistortion(SpanDefense):
         ids, word_of = pieces.of(text, span.segment)
         scored = None
         if self.scope == "sentence":
-            from bench.data.sentences import sentence_around
-
             scored = sentence_around(tuple(segment_words(text, span.segment)), span.start, span.end)
         elif self.window:
             scored = (span.start - self.window, span.end + self.window)

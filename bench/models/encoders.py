@@ -24,7 +24,7 @@ import numpy as np
 
 from bench.core.cache import FeatureCache, texts_key
 from bench.core.errors import BenchError
-from bench.core.hub import offline_unless_reachable
+from bench.core.hub import offline_unless_reachable, unreachable_note
 from bench.core.progress import progress_bar
 
 DEFAULT_ENCODER = "minilm"
@@ -179,8 +179,6 @@ class Encoder:
             tokenizer = AutoTokenizer.from_pretrained(self._path)
             return tokenizer, AutoModel.from_pretrained(self._path).to(self.device).eval()
         except OSError as exc:
-            from bench.core.hub import unreachable_note
-
             why = unreachable_note() or exc.__class__.__name__
             raise BenchError(
                 f"encoder '{self.name}' could not be loaded ({why}); use the offline "

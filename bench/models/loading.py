@@ -10,6 +10,7 @@ import functools
 from pathlib import Path
 
 from bench.core.errors import BenchError
+from bench.core.hub import unreachable_note
 from bench.models.bilstm import BiLSTMEncoder
 from bench.models.encoders import DEFAULT_ENCODER, Encoder, MockEncoder, locate, mock_dimension
 
@@ -48,8 +49,6 @@ def model_problem(name: str) -> str | None:
     try:
         AutoConfig.from_pretrained(path)
     except Exception as exc:  # OSError when absent, ValueError for a malformed id or config
-        from bench.core.hub import unreachable_note
-
         return unreachable_note() or exc.__class__.__name__
     return None
 

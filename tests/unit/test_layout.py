@@ -252,3 +252,59 @@ def test_provenance_only_in_its_module(needle):
            if p != allowed and needle in p.read_text(encoding="utf-8")]
     assert bad == []
     assert needle in allowed.read_text(encoding="utf-8")
+
+
+# Where a project module may be imported inside a function; everywhere else it is imported at the top of the file.
+# Components: `bench list` imports every component, so the model stack, the results and the public corpora load
+# when a cell runs.
+COMPONENT_LAZY = ("bench.models", "bench.results", "bench.data.public_corpus")
+# The library: (file, imported module) -> why the import waits.
+LIBRARY_LAZY = {
+    ("bench/models/offline_mlm.py", "bench.data.public_corpus"): "the CLI imports offline_mlm as it starts",
+    ("bench/models/offline_mlm.py", "bench.models.masked_lm"): "the CLI imports offline_mlm as it starts",
+    ("bench/models/offline_mlm.py", "bench.models.encoders"): "the CLI imports offline_mlm as it starts",
+    ("bench/engine/ray_executor.py", "bench.core.registry"): "runs in a Ray worker process",
+    ("bench/engine/ray_executor.py", "bench.engine.runner"): "runs in a Ray worker process",
+    ("bench/engine/ray_executor.py", "bench.models.encoders"): "runs in a Ray worker process",
+    ("bench/core/public.py", "bench.privacy.token_space"): "PENDING_ALIASES: SpaceRef.build",
+    # names the tests replace on their module (monkeypatch), read when the function runs
+    ("bench/core/journal.py", "bench.core.cache"): "identity_key",
+    ("bench/engine/spans.py", "bench.core.cache"): "identity_key",
+    ("bench/engine/knowledge.py", "bench.data.public_corpus"): "public_corpus",
+    ("bench/models/adaptation.py", "bench.data.public_corpus"): "public_corpus, held_out",
+    ("bench/models/adaptation.py", "bench.models.mlm"): "load_mlm",
+    ("bench/models/adaptation.py", "bench.models.masked_lm"): "masked_token_accuracy",
+    ("bench/models/mlm.py", "bench.data.public_corpus"): "held_out",
+    ("bench/models/mlm.py", "bench.models.encoders"): "locate",
+    ("bench/models/further_pretraining.py", "bench.models.encoders"): "locate",
+    ("bench/models/further_pretraining.py", "bench.models.mlm"): "load_mlm",
+    ("bench/models/further_pretraining.py", "bench.models.offline_mlm"): "train",
+    ("bench/models/servers.py", "bench.models.training"): "finetune, predict",
+}
+
+
+def _function_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, project module) of each ``from ... import`` inside a function of ``path``."""
+    found = []
+    for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and _top(base := _absolute(path, node)) in GRAPH_DIRS:
+                    found += [(node.lineno, f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base)
+                              for a in node.names]
+    return found
+
+
+def test_project_modules_are_imported_at_the_top():
+    bad = []
+    for path in python_files(*GRAPH_DIRS):
+        relative = str(path.relative_to(ROOT))
+        if _pending(path):
+            continue
+        for line, name in _function_imports(path):
+            component = relative.split("/", 1)[0] in COMPONENT_PACKAGES
+            if (component and not name.startswith(COMPONENT_LAZY)) or \
+                    (not component and (relative, name) not in LIBRARY_LAZY):
+                bad.append(_where(path, line, name))
+    assert bad == []
+
