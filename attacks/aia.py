@@ -36,6 +36,7 @@ import numpy as np
 
 from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, register_attack, require, within
 from bench.core.progress import track
+from bench.core.seeding import derive_seed
 
 ATTRIBUTE_NAMES = ("gender", "age", "person1", "person2", "person3", "person4", "person5")  # of the shipped tasks
 
@@ -146,7 +147,6 @@ class AttributeInference(Attack):
         import torch
         from torch import nn
 
-        from bench.core.seeding import derive_seed
         from bench.models.generators import torch_generator
 
         x = torch.as_tensor(features, dtype=torch.float32)

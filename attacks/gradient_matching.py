@@ -6,7 +6,7 @@ Threat model: the adversary (the server, or an eavesdropper on client updates) s
 updates of the server's head, knows the head's weights and each update's (mixed) target — the
 paper's easier setting — and the public mechanism; not the mask pool, the mixing weights or the
 partners. It optimises a random dummy representation (times a random dummy mask when the release
-is masked) until its gradient matches the observed one (L-BFGS; bench.privacy.gradient_inversion) and
+is masked) until its gradient matches the observed one (L-BFGS; bench.models.gradient_inversion) and
 reports the dummy representation, its magnitudes taken from the matched input when masked.
 
 Metrics over N attacks: ``success_rate``, the fraction with MSE(recovered, true) <= ``threshold``
@@ -71,7 +71,7 @@ class GradientMatching(Attack):
         self.run_notes: dict = {}
 
     def _settings(self):
-        from bench.privacy.gradient_inversion import MatchingSettings
+        from bench.models.gradient_inversion import MatchingSettings
 
         return MatchingSettings(self.steps, self.inner, self.history, line_search=self.line_search)
 
@@ -82,7 +82,7 @@ class GradientMatching(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
         """The recovered representation behind each of the first N updates."""
-        from bench.privacy.gradient_inversion import run_attacks
+        from bench.models.gradient_inversion import run_attacks
 
         data = release.data
         count = min(self.attacks, len(data.gradients))
@@ -103,7 +103,7 @@ class GradientMatching(Attack):
 
     def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
         """Success rate and mean MSE against the owners' true representations."""
-        from bench.privacy.gradient_inversion import success
+        from bench.models.gradient_inversion import success
 
         true = public.encoder.encode(truth.texts[: len(guesses)])
         mse, hit = success(guesses, true, self.threshold)

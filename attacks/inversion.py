@@ -27,10 +27,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
+from bench.core.examples import flatten_segments
 from bench.core.params import require, within
 from bench.core.seeding import numpy_generator
-from bench.data.examples import flatten_segments
 from bench.privacy.mechanisms import nearest_tokens, token_counts
+from bench.privacy.posterior import bayes_guesses
+from bench.privacy.token_space import space_of
 
 
 @dataclass
@@ -76,15 +78,13 @@ class Inversion(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> TokenGuesses:
         """Guessed token ids for every released sentence, by metric name."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         if release.kind is not ReleaseKind.TEXT:
             vectors, _ = flatten_segments(list(release.data))
             return TokenGuesses({"token_accuracy": nearest_tokens(vectors, space.table, space.candidates)}, space)
         released = _released_ids(release, space)
         guesses = {"token_accuracy": released}
         if self._bayes_applies(release):
-            from bench.privacy.posterior import bayes_guesses
-
             corpus_ids = space.client_ids(list(public.public))
             counts = token_counts([x[x >= 0] for x in corpus_ids], len(space.table))
             shown = np.concatenate([x[x >= 0] for x in released]) if released else np.zeros(0, dtype=np.int64)
@@ -97,7 +97,7 @@ class Inversion(Attack):
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> TokenGuesses:
         """A uniformly drawn vocabulary token at every released position (one draw serves every metric)."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         shapes = _released_ids(release, space) if release.kind is ReleaseKind.TEXT else \
             flatten_segments(list(release.data))[0]
         drawn = [rng.choice(space.candidates, size=len(x)) for x in shapes]
@@ -108,7 +108,7 @@ class Inversion(Attack):
         """Fraction of the true tokens guessed at their position, for each kind of guess."""
         true_ids = guesses.space.client_ids(flatten_segments(truth.texts)[0])  # a missing word (-1) never matches
         total = sum(len(t) for t in true_ids)
-        return {name: _hits(found, true_ids) / total if total else 0.0 for name, found in guesses.by_metric.items()}
+        return {name: hits(found, true_ids) / total if total else 0.0 for name, found in guesses.by_metric.items()}
 
     def _bayes_applies(self, release: Release) -> bool:
         return self.bayes and release.kind is ReleaseKind.TEXT and release.mechanism.has_channel
@@ -125,5 +125,5 @@ def _released_ids(release: Release, space) -> list[np.ndarray]:
     return space.released_ids(items) if items and isinstance(items[0], str) else items
 
 
-def _hits(guesses: list[np.ndarray], true_ids: list[np.ndarray]) -> int:
+def hits(guesses: list[np.ndarray], true_ids: list[np.ndarray]) -> int:
     return sum(int(np.sum(g[: len(t)] == t[: len(g)])) for g, t in zip(guesses, true_ids))

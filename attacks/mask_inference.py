@@ -33,10 +33,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from attacks.inversion import TokenGuesses, _hits
-from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
+from attacks.inversion import TokenGuesses, hits
+from bench import (
+    Attack,
+    BenchError,
+    Metric,
+    PublicKnowledge,
+    Release,
+    ReleaseKind,
+    Truth,
+    register_attack,
+    require,
+    within,
+)
+from bench.core.examples import flatten_segments
 from bench.core.params import added_later
-from bench.data.examples import flatten_segments
+from bench.privacy.token_space import space_of
 
 UNTRAINED = "minilm-untrained"  # the ablation's mlm value: minilm with a fresh, untrained head (load_mlm "minilm")
 HELD_OUT_SENTENCES = 200  # public sentences that measure the MLM (bench.data.public_corpus.held_out)
@@ -96,9 +108,7 @@ class MaskInference(Attack):
 
     def check(self) -> None:
         """The attacker's MLM must resolve (no weights are loaded; a checkpoint is checked in __post_init__)."""
-        from bench import BenchError
         from bench.models.loading import check_model_name
-
         from bench.models.mlm import check_mlm_name
         from bench.models.offline_mlm import offline_steps
 
@@ -131,7 +141,6 @@ class MaskInference(Attack):
 
     def _adapted_checkpoint(self, release: Release | None, public: PublicKnowledge, device: str) -> str:
         """Pretrain (or find cached) ``mlm`` adapted to the release's public mechanism (Qu et al. §3.4)."""
-        from bench import BenchError
         from bench.models.adaptation import AdaptationConfig, adapt_encoder
 
         if release is None or release.mechanism is None:
@@ -157,9 +166,9 @@ class MaskInference(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge) -> MaskGuesses:
         """The MLM's guess at every position of every attacked released sentence."""
-        from bench.models.mlm import top1_at
+        from bench.models.masked_lm import top1_at
 
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         mlm = self._load(public, release)
         units = _Units(space, mlm)
         segments, partners = self._segments(release, space)
@@ -185,7 +194,7 @@ class MaskInference(Attack):
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> MaskGuesses:
         """A uniformly drawn regular token (a word of a word space) at every attacked position."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         segments, _ = self._segments(release, space)
         shapes = space.released_ids(segments) if segments and isinstance(segments[0], str) else segments
         return MaskGuesses({"token_accuracy": [rng.choice(space.candidates, size=len(x)) for x in shapes]}, space,
@@ -197,7 +206,7 @@ class MaskInference(Attack):
         found = guesses.by_metric["token_accuracy"]
         true_ids = guesses.space.client_ids(flatten_segments(truth.texts)[0][: len(found)])
         total = sum(len(t) for t in true_ids)
-        scores = {"token_accuracy": _hits(found, true_ids) / total if total else 0.0}
+        scores = {"token_accuracy": hits(found, true_ids) / total if total else 0.0}
         if not guesses.random:
             scores["mlm_top1"] = self._held_out_top1(public)
         return scores
@@ -205,7 +214,7 @@ class MaskInference(Attack):
     def _held_out_top1(self, public: PublicKnowledge) -> float:
         """Measured once per attack object, on the same held-out sentences for every run."""
         from bench.data.public_corpus import held_out
-        from bench.models.mlm import masked_token_accuracy
+        from bench.models.masked_lm import masked_token_accuracy
 
         if self._top1 is None:
             texts, description, _ = held_out(public.task, HELD_OUT_SENTENCES)
@@ -220,8 +229,6 @@ class _Units:
     and how the MLM's guesses map back into the space."""
 
     def __init__(self, space, mlm) -> None:
-        from bench.core.errors import BenchError
-
         self.space, self.tokenizer = space, mlm.tokenizer
         if space.format == "wordpiece":
             if space.encoder.tokenizer.get_vocab() != mlm.tokenizer.get_vocab():

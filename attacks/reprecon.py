@@ -22,7 +22,9 @@ import numpy as np
 
 from attacks.rss import RSS
 from bench import PublicKnowledge, Release, ReleaseKind, register_attack, require, within
+from bench.core.errors import BenchError
 from bench.core.progress import track
+from bench.core.seeding import derive_seed
 from bench.privacy.neighbours import cosine_search
 
 
@@ -47,8 +49,6 @@ class RepRecon(RSS):
 
     def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
         """Index of the corpus sentence nearest to each reconstructed representation."""
-        from bench.core.errors import BenchError
-
         if release.known_pairs is None:
             raise BenchError("reprecon needs known (released, original) pairs, and this release has none.")
         corpus_reps = public.encoder.encode(public.index)
@@ -62,7 +62,6 @@ class RepRecon(RSS):
         import torch
         from torch import nn
 
-        from bench.core.seeding import derive_seed
         from bench.models.generators import torch_generator
 
         x, y = torch.as_tensor(released, dtype=torch.float32), torch.as_tensor(original, dtype=torch.float32)

@@ -24,8 +24,8 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack
+from bench.core.examples import as_text
 from bench.core.scores import cosine_rows, jaccard_words, tfidf_cosine
-from bench.data.examples import as_text
 from bench.privacy.neighbours import cosine_search
 
 

@@ -365,7 +365,7 @@ def _log_probs_at(mlm, rows: np.ndarray, row_index: np.ndarray, columns: np.ndar
     import torch
 
     from bench.models.encoders import autocast
-    from bench.models.mlm import _prediction_head
+    from bench.models.masked_lm import prediction_head
 
     device = mlm.model.device
     ids = torch.as_tensor(rows, device=device)
@@ -376,7 +376,7 @@ def _log_probs_at(mlm, rows: np.ndarray, row_index: np.ndarray, columns: np.ndar
         batch["token_type_ids"] = torch.zeros_like(ids)
     index = torch.as_tensor(row_index, device=device)
     column = torch.as_tensor(columns, device=device)
-    head = _prediction_head(mlm.model)
+    head = prediction_head(mlm.model)
     with torch.inference_mode(), autocast(device):
         if head is not None:
             logits = head(mlm.model.base_model(**batch).last_hidden_state[index, column])

@@ -7,8 +7,8 @@ release kinds and metric declarations. The engine (``bench.engine``) runs cells;
 __version__ = "0.2.0"
 
 from bench.core.components import (
-    Attack,
     KNOWLEDGE,
+    Attack,
     Defense,
     OutputDefense,
     PublicKnowledge,
@@ -19,13 +19,13 @@ from bench.core.components import (
     Truth,
 )
 from bench.core.errors import BenchError
+from bench.core.examples import Examples, TaskData
 from bench.core.metrics import Metric
 from bench.core.params import added_later, allows_infinity, require, within
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin, register_attack, register_defense, register_task
 from bench.core.releases import Release, ReleaseKind
 from bench.core.spans import Edit, Span
 from bench.core.spec import RunSpec
-from bench.data.examples import Examples, TaskData
 
 __all__ = [
     "added_later",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench import OutputDefense, register_defense, require, within
+from bench.privacy.outputs import most_least
 
 
 @register_defense("most-least")
@@ -31,6 +32,4 @@ class MostLeast(OutputDefense):
 
     def answer(self, logits, rng):
         """The two-class answer of each row (no randomness)."""
-        from bench.privacy.outputs import most_least
-
         return most_least(logits, self.eps)

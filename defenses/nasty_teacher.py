@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench import OutputDefense, register_defense, require, within
+from bench.privacy.public import SelfUndermining
 
 
 @register_defense("nasty-teacher")
@@ -37,6 +38,4 @@ class NastyTeacher(OutputDefense):
 
     def distillation(self):
         """The self-undermining objective with this defense's tau and omega."""
-        from bench.privacy.public import SelfUndermining
-
         return SelfUndermining(self.tau, self.omega)

@@ -3,7 +3,7 @@
 The disturbance is measured as a masked LM sees it (Neighboring Distribution Divergence).
 
 Paper: Jiajia Li et al. "Semantics-Preserved Distortion for Personal Privacy Protection in Information
-Management", §4 (Eq. 13-15), with the metric of §3.2 (``bench.privacy.ndd``, after Peng et al.).
+Management", §4 (Eq. 13-15), with the metric of §3.2 (``bench.models.ndd``, after Peng et al.).
 Threat model: the client rewrites the sensitive spans of its own text before release (the server trains on the
 rewritten text); an adversary sees the released text and knows the mechanism, the MLM included.
 
@@ -28,7 +28,7 @@ For each chosen span (``bench.engine.spans``) the client draws ``k`` candidates:
 ``select=ndd`` keeps the candidate of smallest NDD(X, X̌) (Eq. 15), each span scored alone against the original
 sentence (the paper's single replacement: the other spans are unchanged in X and X̌). Only the argmin is needed,
 so a candidate is dropped as soon as its NDD over the positions nearest the span (a lower bound: every KL is >= 0)
-exceeds a complete score (``bench.privacy.ndd.ndd_select``; the first candidate is always scored whole, for the
+exceeds a complete score (``bench.models.ndd.ndd_select``; the first candidate is always scored whole, for the
 record's ``ndd_first_candidate_mean``); the record counts the masked copies run against scoring every candidate
 whole (``ndd_masked_copies_run`` / ``_exhaustive``). ``select=random`` keeps the
 first candidate drawn (the paper's "w/o NDD"). A candidate whose words equal the original span's (a generated
@@ -67,8 +67,11 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Edit, SpanDefense, added_later, register_defense
+from bench.core.journal import Journal
 from bench.core.params import require, within
 from bench.core.progress import progress_bar
+from bench.core.spans import segment_words
+from bench.data.sentences import sentence_around
 from bench.models.encoders import PRECISIONS
 
 MODES = ("generative", "substitutive")
@@ -221,7 +224,6 @@ class NDDDistortion(SpanDefense):
     def _journal(self, batch, jobs, candidates):
         """The checkpoint of this rewrite's span choices, keyed by everything they depend on (the candidates are
         drawn before any scoring, so the choices do not depend on where an interrupted run stopped)."""
-        from bench.core.journal import Journal
         from bench.models.encoders import cell_precision
 
         drawn = [[tuple(words) for words, _ in options] for options in candidates]
@@ -229,10 +231,10 @@ class NDDDistortion(SpanDefense):
                                     jobs, drawn))
 
     def _choose(self, mlm, pieces, text, span, options, originals):
-        """The option of smallest NDD replacing ``span`` (``bench.privacy.ndd.ndd_select``: the argmin of every
+        """The option of smallest NDD replacing ``span`` (``bench.models.ndd.ndd_select``: the argmin of every
         option's NDD, without scoring the options that cannot hold it whole), or None when the sentence is too
         long for the MLM."""
-        from bench.privacy.ndd import OriginalDistributions, ndd_select
+        from bench.models.ndd import OriginalDistributions, ndd_select
 
         ids, word_of, scored = self._scored(pieces, text, span)
         inside = np.flatnonzero((word_of >= span.start) & (word_of < span.end))
@@ -253,9 +255,6 @@ class NDDDistortion(SpanDefense):
         ids, word_of = pieces.of(text, span.segment)
         scored = None
         if self.scope == "sentence":
-            from bench.core.spans import segment_words
-            from bench.data.sentences import sentence_around
-
             scored = sentence_around(tuple(segment_words(text, span.segment)), span.start, span.end)
         elif self.window:
             scored = (span.start - self.window, span.end + self.window)
@@ -299,8 +298,6 @@ class _Pieces:
         return self._segments[(text, segment)]
 
     def _tokenize(self, text, segment: int):
-        from bench.core.spans import segment_words
-
         encoded = self.tokenizer(segment_words(text, segment), is_split_into_words=True, add_special_tokens=False)
         word_of = np.array([-1 if w is None else w for w in encoded.word_ids()], dtype=np.int64)
         return np.asarray(encoded["input_ids"], dtype=np.int64), word_of
@@ -321,7 +318,7 @@ def _substitutes(pool: list, own: tuple[str, ...], k: int, rng: np.random.Genera
 
 def _generate(mlm, texts, jobs, pieces, k: int, rng: np.random.Generator) -> list:
     """k sampled fillings per job (example, span), as (words, None); all jobs sampled together, step by step."""
-    from bench.privacy.ndd import prefilled_rows
+    from bench.models.ndd import prefilled_rows
 
     tokenizer = mlm.tokenizer
     frames, starts, lengths = [], [], []
@@ -367,7 +364,7 @@ def _generate(mlm, texts, jobs, pieces, k: int, rng: np.random.Generator) -> lis
 
 def _log_probs(mlm, rows, where):
     """float64 log-probabilities at ``where`` of each row, as numpy."""
-    from bench.privacy.ndd import masked_log_probs
+    from bench.models.ndd import masked_log_probs
 
     return masked_log_probs(mlm, rows, where).numpy()
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench import OutputDefense, register_defense, require, within
+from bench.privacy.outputs import gaussian_perturbation, softmax
 
 
 @register_defense("perturbation")
@@ -34,6 +35,4 @@ class PredictionPerturbation(OutputDefense):
 
     def answer(self, logits, rng):
         """The softmax plus seeded noise, clipped and renormalised per row."""
-        from bench.privacy.outputs import gaussian_perturbation, softmax
-
         return gaussian_perturbation(softmax(logits), self.sigma, rng)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench import OutputDefense, register_defense, require, within
+from bench.privacy.outputs import reverse_sigmoid, softmax
 
 
 @register_defense("reverse-sigmoid")
@@ -34,6 +35,4 @@ class ReverseSigmoid(OutputDefense):
 
     def answer(self, logits, rng):
         """The perturbed, renormalised softmax of each row."""
-        from bench.privacy.outputs import reverse_sigmoid, softmax
-
         return reverse_sigmoid(softmax(logits), self.beta, self.gamma)

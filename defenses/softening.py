@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench import OutputDefense, register_defense, require, within
+from bench.privacy.outputs import softmax
 
 
 @register_defense("softening")
@@ -32,6 +33,4 @@ class Softening(OutputDefense):
 
     def answer(self, logits, rng):
         """The tempered softmax of each row of logits (no randomness)."""
-        from bench.privacy.outputs import softmax
-
         return softmax(logits, self.tau)

@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from bench import RepresentationDefense, added_later, register_defense, require, within
+from bench import BenchError, RepresentationDefense, added_later, register_defense, require, within
+from bench.core.registry import TASKS
 from bench.privacy.public import MixAndMask
 
 SCHEMES = ("intra", "inter")
@@ -76,9 +77,6 @@ class TextHide(RepresentationDefense):
 
     def check(self) -> None:
         """The public task of the inter scheme must be registered."""
-        from bench import BenchError
-        from bench.core.registry import TASKS
-
         if self.public:
             try:
                 TASKS.get(self.public)

@@ -37,8 +37,8 @@ def record_scores(record):
     """The probe's ``(patients, conditions)`` scores under the record's released checkpoint, and the truth."""
     import bench.engine.runner  # noqa: F401  (registers the tasks and attacks)
     from attacks.condition_probe import ConditionProbe, condition_truth, fill_scores
+    from bench.core.cache import cache_root
     from bench.core.registry import TASKS
-    from bench.models.cache import cache_root
     from bench.models.mlm import load_mlm
 
     spec = record.spec

@@ -42,8 +42,8 @@ def gradient_signs() -> None:
     """DLG on a masked input of a small head: the gradient is matched, magnitudes recovered, signs at chance."""
     import torch
 
+    from bench.models.gradient_inversion import MatchingSettings, match_gradients, success
     from bench.models.training import loss_fn
-    from bench.privacy.gradient_inversion import MatchingSettings, match_gradients, success
 
     torch.manual_seed(0)
     d = 16

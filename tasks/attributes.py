@@ -21,7 +21,7 @@ Offline from ``$BENCH_DATA_DIR/aia`` (the layout of shared/data; no hub copy of 
   is keyed by its last word, so "George W. Bush" and "Bush" count as one person). ``notes`` names them.
 
 Every text is whitespace-normalised and cut to its first 100 words (the encoder reads at most 128 pieces).
-Splits (``bench.data.examples.AttributeData``), drawn from the pool with the run's seed as consecutive blocks of
+Splits (``bench.core.examples.AttributeData``), drawn from the pool with the run's seed as consecutive blocks of
 one permutation, so they are disjoint: victim training (``n_train``), the adversary's queries (``n_train``: "1x
 queries"), its auxiliary attribute-labelled data (``n_train``), the attribute evaluation set (``n_eval``) and the
 victim's utility evaluation set (``n_eval``). A task whose examples have authors (Blog) deals whole authors to the
@@ -50,9 +50,10 @@ import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, register_task
 from bench.core import smoke
+from bench.core.examples import AttributeData, data_dir
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Span
-from bench.data.examples import AttributeData, data_dir
+from tasks.squad import ENTITY_KINDS, spacy_entities
 
 MAX_WORDS = 100  # words kept of each text
 BLOG_POSTS_PER_AUTHOR = 100  # first posts of each author in the pool
@@ -152,8 +153,6 @@ class AttributeTask(Task):
     def sensitive_spans(self, data, split: str, index: int) -> list[Span]:
         """spaCy's entities of example ``index`` of ``split`` (the first call for a split runs spaCy over all of
         its texts, batched and cached)."""
-        from tasks.squad import spacy_entities
-
         texts = getattr(data, split).texts
         store = self.__dict__.setdefault("_entity_store", {})
         if texts not in store:
@@ -199,8 +198,6 @@ def split_by_author(authors: np.ndarray, labels: np.ndarray, sizes: tuple[int, .
 
 
 def _set_span_kinds(cls):
-    from tasks.squad import ENTITY_KINDS
-
     cls.span_kinds = ENTITY_KINDS
     return cls
 
@@ -328,8 +325,6 @@ def _surname(word: str) -> str:
 
 @lru_cache(maxsize=2)
 def _agnews(folder: str) -> Pool:
-    from tasks.squad import spacy_entities
-
     texts, labels = [], []
     for name in ("dev.tsv", "test.tsv"):
         path = Path(folder) / name

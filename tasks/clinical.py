@@ -32,8 +32,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.registry import TASKS
+from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span
-from bench.data.clinical import NAME, ClinicalCorpus
+from bench.data import clinical
+from bench.data.clinical import NAME, ClinicalCorpus, name_lists
 
 SENTENCES_PER_PATIENT = 10  # about the length of a synthetic note: n_train sentences ~ n_train / 10 patients
 UTILITY_TASK = "ncbi-disease"
@@ -70,8 +73,6 @@ class ClinicalNotes(Task):
     train_patients: int = field(default=0, init=False, repr=False, compare=False)
 
     def _corpus(self, patients: int, seed: int) -> ClinicalCorpus:
-        from bench.data import clinical
-
         if self.source == "synthetic":
             return clinical.synthetic_corpus(seed, patients)
         folder = os.environ.get("BENCH_MIMIC_DIR", "")
@@ -104,8 +105,6 @@ class ClinicalNotes(Task):
         """What an adversary of the released weights knows (``bench.engine.protocols.ModelRelease``): the public
         first and last name lists, and the condition vocabulary with its frequencies among the held-out patients
         (neither pretrained on nor probed: a prevalence published elsewhere)."""
-        from bench.data.clinical import name_lists
-
         female, male, last = name_lists()
         conditions, counts = self.corpus.condition_vocabulary(range(self.train_patients, len(self.corpus.patients)))
         return sorted(set(female) | set(male)), last, conditions, counts
@@ -113,9 +112,6 @@ class ClinicalNotes(Task):
     def substitution_pool(self) -> dict[str, list]:
         """Public full names for substitutive rewriting: ``SUBSTITUTES`` first-last pairs drawn (fixed seed) from
         the public name lists, so a substituted name is a stranger's, never another patient's."""
-        from bench.core.seeding import numpy_generator
-        from bench.data.clinical import name_lists
-
         female, male, last = name_lists()
         first = sorted(set(female) | set(male))
         rng = numpy_generator(0, "clinical-substitutes")
@@ -130,8 +126,6 @@ class ClinicalNotes(Task):
 
     def score(self, predictions, labels) -> dict[str, float]:
         """Entity F1, precision and recall (the utility task's scorer)."""
-        from bench.core.registry import TASKS
-
         return TASKS.get(self.utility_task)().score(predictions, labels)
 
     def sensitive_spans(self, data: TaskData, split: str, index: int) -> list[Span]:

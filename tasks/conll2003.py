@@ -34,11 +34,11 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.examples import data_dir, sample_indices
 from bench.core.files import read_utf8
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span
 from bench.data.alignment import word_of_pieces
-from bench.data.examples import data_dir, sample_indices
 
 TYPES = ("PER", "ORG", "LOC", "MISC")
 TAGS = ("O",) + tuple(f"{prefix}-{kind}" for kind in TYPES for prefix in ("B", "I"))  # IOB2 tag of each id

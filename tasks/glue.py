@@ -24,10 +24,11 @@ from typing import Callable, ClassVar, Iterator, Protocol
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.examples import data_dir, flatten_segments, sample_indices
 from bench.core.files import read_utf8
+from bench.core.hub import offline_unless_reachable, unreachable_note
 from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
-from bench.data.examples import data_dir, flatten_segments, sample_indices
 
 HUB_DATASET = "nyu-mll/glue"
 EVAL_FRACTION = 0.2  # of a single labelled file, held out for evaluation
@@ -194,7 +195,7 @@ class RTEZip:
         from nltk.corpus.reader import RTECorpusReader
         from nltk.data import ZipFilePathPointer
 
-        with _nltk_may_read(path.parent):
+        with nltk_may_read(path.parent):
             reader = RTECorpusReader(ZipFilePathPointer(str(path), "rte/"), r"rte\d_(dev|test)\.xml")
             pairs = [p for p in reader.pairs(reader.fileids()) if p.text and p.hyp]
         texts = tuple((" ".join(p.text.split()), " ".join(p.hyp.split())) for p in pairs)
@@ -204,7 +205,7 @@ class RTEZip:
 
 
 @contextmanager
-def _nltk_may_read(folder: Path) -> Iterator[None]:
+def nltk_may_read(folder: Path) -> Iterator[None]:
     """Let nltk read files under ``folder`` while the block runs (nltk >= 3.9 reads only under its data path)."""
     import nltk
 
@@ -271,7 +272,6 @@ class GlueTask(Task):
             f"(set BENCH_DATA_DIR to a folder laid out like shared/data), or run where the Hugging Face hub "
             f"is reachable (datasets.load_dataset('{HUB_DATASET}', '{self.hub_config}'))."
         )
-        from bench.core.hub import offline_unless_reachable, unreachable_note
 
         if offline_unless_reachable() or os.environ.get("HF_DATASETS_OFFLINE") == "1":  # no retries without a hub
             note = unreachable_note()

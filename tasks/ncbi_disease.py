@@ -22,10 +22,10 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.examples import data_dir, sample_indices
 from bench.core.files import read_utf8
 from bench.core.seeding import numpy_generator
 from bench.data.alignment import word_of_pieces
-from bench.data.examples import data_dir, sample_indices
 
 TAGS = ("O", "B-Disease", "I-Disease")
 TAG_ID = {tag: i for i, tag in enumerate(TAGS)}

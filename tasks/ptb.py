@@ -52,10 +52,11 @@ import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
 from bench.core.evalb import Bracket, evalb, is_preterminal, plain_label, strip_traces
+from bench.core.examples import data_dir, sample_indices
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span, apply_edits
-from bench.data.examples import data_dir, sample_indices
 from tasks.conll2003 import Alignment, align
+from tasks.glue import nltk_may_read
 
 # the phrase labels of the Penn Treebank II guidelines (the sample has all but a few; X is "unknown")
 PHRASES = ("ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP", "RRC",
@@ -110,9 +111,8 @@ def _read_zip(path: str, stamp: float) -> tuple[tuple[int, str], ...]:
     from nltk.corpus.reader import BracketParseCorpusReader
     from nltk.data import ZipFilePathPointer
 
-    from tasks.glue import _nltk_may_read
 
-    with _nltk_may_read(Path(path).parent):
+    with nltk_may_read(Path(path).parent):
         reader = BracketParseCorpusReader(ZipFilePathPointer(path, "treebank/combined/"), r"wsj_\d{4}\.mrg")
         out = []
         for fileid in reader.fileids():

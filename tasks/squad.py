@@ -55,10 +55,12 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench.core.cache import cache_root
+from bench.core.examples import data_dir, sample_indices
+from bench.core.files import atomic_writer
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span, apply_edits, word_char_starts
 from bench.data.alignment import word_of_pieces
-from bench.data.examples import data_dir, sample_indices
 
 FILE = "dev-v1.1.json.zip"
 TRAIN_ARTICLES = 36  # the first 36 of the file's 48 articles are the training pool, the last 12 the evaluation pool
@@ -258,9 +260,6 @@ def entity_words(text: str, entities: Sequence[tuple[int, int, str]]) -> list[tu
 
 def spacy_entities(texts: Sequence[str]) -> list[list[tuple[int, int, str]]]:
     """Word spans of spaCy's entities in each text, computed once per distinct text (batched) and cached on disk."""
-    from bench.core.files import atomic_writer
-    from bench.models.cache import cache_root
-
     nlp = _spacy()
     folder = cache_root() / "spacy" / f"{nlp.meta['name']}-{nlp.meta['version']}"
     keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]

@@ -15,13 +15,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bench.core.errors import BenchError
+from bench.core.examples import TaskData, Text, check_task_data
 from bench.core.metrics import Metric, check_declared
-from bench.core.releases import Release, ReleaseKind
-from bench.data.examples import TaskData, Text, check_task_data
+from bench.core.params import component_args
+from bench.core.public import DeclaredOutput, DeclaredRepresentation, SpaceRef, SpanRewrite
+from bench.core.releases import Release, ReleaseKind, softmax
 
 
 def _schema_checked(load):
-    """``load`` followed by ``bench.data.examples.check_task_data`` (a label outside the task's label set, a
+    """``load`` followed by ``bench.core.examples.check_task_data`` (a label outside the task's label set, a
     non-finite regression label or an empty split is one sentence, never a record)."""
     if getattr(load, "schema_checked", False):
         return load
@@ -63,8 +66,6 @@ class Task:
     @classmethod
     def check_declarations(cls) -> None:
         """Called at registration: the task declares its metrics and the client protocols its server takes."""
-        from bench.core.errors import BenchError
-
         check_declared(f"task '{cls.registry_name}'", cls.metrics)
         if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens", "pretraining", "api"}:
             raise BenchError(f"task '{cls.registry_name}' must declare `protocols`, the client protocols its server "
@@ -118,8 +119,6 @@ class Task:
 
     def sensitive_spans(self, data: TaskData, split: str, index: int) -> list:
         """The sensitive spans (``bench.core.spans.Span``) of example ``index`` of ``split`` ("train" or "eval")."""
-        from bench.core.errors import BenchError
-
         raise BenchError(f"task '{self.registry_name}' declares no sensitive spans, which span defenses rewrite.")
 
     def substitution_pool(self) -> dict[str, list]:
@@ -142,8 +141,6 @@ class Task:
     def rewrite_label(self, label: Any, text: Text, edits: list) -> Any:
         """The label of ``text`` after ``edits`` (``bench.core.spans.Edit``, position order, not overlapping)
         replace its spans: a rewritten span keeps its kind (its edit's fragment when it has one)."""
-        from bench.core.errors import BenchError
-
         raise BenchError(f"task '{self.registry_name}' cannot relabel rewritten text.")
 
 
@@ -163,8 +160,6 @@ class Defense:
     @classmethod
     def check_declarations(cls) -> None:
         """Called at registration: the defense declares at least one release kind it produces."""
-        from bench.core.errors import BenchError
-
         if not cls.releases or not all(isinstance(k, ReleaseKind) for k in cls.releases):
             raise BenchError(f"defense '{cls.registry_name}' must declare the release kinds it produces "
                              "(class attribute `releases`, a tuple of bench.ReleaseKind).")
@@ -194,15 +189,12 @@ class TokenDefense(Defense):
 
     def token_space(self):
         """The public token space (``bench.privacy.public.SpaceRef``): the encoder's WordPieces by default."""
-        from bench.privacy.public import SpaceRef
-
         return SpaceRef()
 
     def check(self) -> None:
         """A word space's vector file must exist (it is read only once the cell runs)."""
         from pathlib import Path
 
-        from bench.core.errors import BenchError
 
         space = self.token_space()
         if space.format == "words" and not Path(space.vectors).expanduser().is_file():
@@ -237,15 +229,10 @@ class SpanDefense(TokenDefense):
         """What decides the rewrite besides the batch and the random state, for the engine's rewrite cache: the
         defense's name, version and parameters. A defense whose rewrite also depends on a model adds the model's
         identity (NDD adds its MLM's weights digest)."""
-        from bench.core.params import component_args
-
         return {"defense": type(self).registry_name, "version": type(self).version, "args": component_args(self)}
 
     def token_mechanism(self):
         """The public mechanism: the rewrite's name and parameters; tokens then pass unchanged."""
-        from bench.core.params import component_args
-        from bench.privacy.public import SpanRewrite
-
         return SpanRewrite(type(self).registry_name, component_args(self))
 
 
@@ -262,8 +249,6 @@ class OutputDefense(Defense):
 
     def answer(self, logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The API's answers ``(n, classes)`` for the victim's logits (default: the softmax, unchanged)."""
-        from bench.privacy.outputs import softmax
-
         return softmax(logits)
 
     def distillation(self):
@@ -272,9 +257,6 @@ class OutputDefense(Defense):
 
     def output_mechanism(self):
         """The public mechanism: the defense's name and parameters (all an API user can know of it)."""
-        from bench.core.params import component_args
-        from bench.privacy.public import DeclaredOutput
-
         return DeclaredOutput(type(self).registry_name, component_args(self))
 
 
@@ -299,9 +281,6 @@ class RepresentationDefense(Defense):
     def representation_mechanism(self):
         """The public mechanism (``bench.privacy.public.RepresentationMechanism``); by default the
         defense's name and parameters, which is all an adversary can rely on for a new defense."""
-        from bench.core.params import component_args
-        from bench.privacy.public import DeclaredRepresentation
-
         return DeclaredRepresentation(type(self).registry_name, component_args(self))
 
     def client_count(self) -> int:
@@ -373,8 +352,6 @@ class PublicKnowledge:
 
     def _read(self, name: str, value):
         if name not in self.granted:
-            from bench.core.errors import BenchError
-
             raise BenchError(f"an attack on task '{self.task}' read the {name} corpus without declaring it: add "
                              f"'{name}' to its `knowledge` (with the paper's reason), or use what it declared.")
         return value
@@ -415,8 +392,6 @@ class Attack:
     def check_declarations(cls) -> None:
         """Called at registration: the attack declares the release kinds it accepts, its metrics and the knowledge
         it uses (names of ``KNOWLEDGE``, each with a reason)."""
-        from bench.core.errors import BenchError
-
         if not cls.accepts or not all(isinstance(k, ReleaseKind) for k in cls.accepts):
             raise BenchError(f"attack '{cls.registry_name}' must declare the release kinds it accepts "
                              "(class attribute `accepts`, a tuple of bench.ReleaseKind).")

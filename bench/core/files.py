@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
+from bench.core.errors import BenchError
+
 
 @contextlib.contextmanager
 def atomic_writer(path: Path | str, mode: str = "w") -> Iterator[IO]:
@@ -44,8 +46,6 @@ def atomic_writer(path: Path | str, mode: str = "w") -> Iterator[IO]:
 def output_file(path: Path | str, what: str) -> Path:
     """``path`` checked as a file this process can write (its folder created), before any work is spent on what
     goes into it; a folder, or a folder that cannot be made or written, raises ``BenchError`` (one sentence)."""
-    from bench.core.errors import BenchError
-
     path = Path(path)
     if path.is_dir():
         raise BenchError(f"{what} {path} is a folder; give a file name.")
@@ -67,8 +67,6 @@ def write_text_atomic(path: Path | str, text: str) -> None:
 def read_utf8(path: Path | str, encoding: str = "utf-8") -> str:
     """The text of a data or configuration file; bytes that are not UTF-8 raise ``BenchError`` naming the
     file and the line (one sentence, never a traceback)."""
-    from bench.core.errors import BenchError
-
     path = Path(path)
     raw = path.read_bytes()
     try:

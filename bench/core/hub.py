@@ -7,15 +7,13 @@ sends one HEAD request to the hub's endpoint (``HF_ENDPOINT``, proxies honoured)
 ``PROBE_TIMEOUT_S`` timeout, once per process. When no answer comes, offline mode is switched on for the
 rest of the process: ids in the local cache still load from it, any other id fails at once, and
 ``hub_unreachable()`` lets the error say why. Any HTTP answer (even 404) counts as reachable.
-No heavy imports here.
+urllib (with http, ssl and email) is imported by the probe alone.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import urllib.error
-import urllib.request
 
 PROBE_TIMEOUT_S = 3.0  # one HEAD request; a blackholed network costs this much once per process
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -40,6 +38,9 @@ def endpoint() -> str:
 
 def _probe(url: str, timeout: float) -> bool:
     """True when ``url`` answers an HTTP request at all within ``timeout`` seconds."""
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
             return True

@@ -21,7 +21,7 @@ class Journal:
     the items an earlier run had finished."""
 
     def __init__(self, namespace: str, identity: Any) -> None:
-        from bench.models.cache import cache_root, identity_key
+        from bench.core.cache import cache_root, identity_key
 
         self.path: Path = cache_root() / namespace / "partial" / f"{identity_key(identity)}.jsonl"
         self.done: dict[int, Any] = {}

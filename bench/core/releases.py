@@ -8,6 +8,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bench.core.errors import BenchError
+from bench.core.params import require
+
 
 class ReleaseKind(str, Enum):
     """The kinds of release a defense can produce and an attack can consume."""
@@ -113,9 +116,16 @@ class PredictionAccess:
 
     def query(self, texts: list, purpose: str = "extraction") -> np.ndarray:
         """The API's answers for ``texts`` (counted under ``purpose``)."""
-        from bench.core.errors import BenchError
-
         if not texts:
             raise BenchError("a query to the prediction API needs at least one text.")
         self.answered[purpose] = self.answered.get(purpose, 0) + len(texts)
         return self.answer(list(texts))
+
+
+def softmax(logits: np.ndarray, tau: float = 1.0) -> np.ndarray:
+    """``softmax(logits / tau)`` per row (stable), the probability vectors a prediction API answers; ``tau`` > 0."""
+    require(tau > 0, f"the softmax temperature must be > 0, got {tau}.")
+    z = np.asarray(logits, dtype=np.float64) / tau
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)

@@ -1,1 +1,1 @@
-"""bench.data.examples."""
+"""Corpora: public text, clinical notes, sentence splitting; and the alignment of words to released pieces."""

@@ -15,12 +15,11 @@ import numpy as np
 
 from bench.core.errors import BenchError
 from bench.core.spans import word_char_starts
+from bench.privacy.mechanisms import released_token_ids
 
 
 @lru_cache(maxsize=4)
 def _released_ids(tokenizer) -> np.ndarray:
-    from bench.privacy.mechanisms import released_token_ids
-
     return released_token_ids(tokenizer)
 
 

@@ -39,6 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.examples import data_dir
+from bench.core.seeding import numpy_generator
 
 NAME = "NAME"  # the span kind of a rendered name
 INSERTIONS = ("deid", "spl")
@@ -153,8 +155,6 @@ def name_lists() -> tuple[list[str], list[str], list[str]]:
 def register_sentences(limit: int = 4000) -> list[str]:
     """Sentences of the clinical register (mtsamples transcriptions), tokenised to lower-case words, 6 to 30
     words (at least 4 of more than two letters), without digits, distinct, in file order."""
-    from bench.data.examples import data_dir
-
     path = data_dir() / "clinical" / "mtsamples_partial.csv"
     if not path.is_file():
         raise BenchError(f"the clinical register is missing: put mtsamples_partial.csv under {path.parent} (set "
@@ -184,7 +184,6 @@ def synthetic_corpus(seed: int, n_patients: int) -> ClinicalCorpus:
     """``n_patients`` synthetic patients (distinct full names) with one note each (see the module docstring)."""
     import simple_icd_10_cm as icd
 
-    from bench.core.seeding import numpy_generator
 
     if n_patients < 1:
         raise BenchError(f"the synthetic clinical corpus needs at least 1 patient, got {n_patients}.")
@@ -255,7 +254,6 @@ def mimic_corpus(folder: str | Path, n_patients: int, seed: int = 0, max_sentenc
     ``max_sentences`` sentences of their notes (see the module docstring)."""
     import pandas as pd
 
-    from bench.core.seeding import numpy_generator
 
     path = check_mimic(folder)
     diagnoses = pd.read_csv(path / "DIAGNOSES_ICD.csv", usecols=lambda c: c.upper() in ("SUBJECT_ID", "ICD9_CODE"),

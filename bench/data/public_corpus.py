@@ -31,8 +31,10 @@ from typing import Callable
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.examples import data_dir
 from bench.core.files import read_utf8
-from bench.data.examples import data_dir
+from bench.core.hub import offline_unless_reachable, unreachable_note
+from bench.core.seeding import numpy_generator
 
 OFFLINE = ("squad", "conll2003", "agnews")
 KNOWN = (*OFFLINE, "auto")
@@ -101,8 +103,6 @@ def _read_in(root: str, source: str) -> tuple[str, ...]:
 
 
 def _held_out_indices(source: str) -> np.ndarray:
-    from bench.core.seeding import numpy_generator
-
     count = len(_read(source))
     return numpy_generator(0, "public-corpus-held-out", source).permutation(count)[: min(HELD_OUT, count // 10)]
 
@@ -127,7 +127,6 @@ def source_of_task(task: str | None) -> str | None:
 def _hub(name: str, n: int | None) -> list[str]:
     """The first n non-empty texts of the train split of a ``datasets`` corpus, streamed."""
     corpus, _, config = name.partition(":")
-    from bench.core.hub import offline_unless_reachable, unreachable_note
 
     if offline_unless_reachable() and unreachable_note():  # a stream cannot come from the cache: fail now
         raise BenchError(f"public corpus '{name}' is not an offline one ({', '.join(KNOWN)}; files in "
@@ -194,8 +193,6 @@ def public_corpus(name: str = "auto", exclude_task: str | None = None, n: int | 
             parts.append(f"{source}: the first texts of its train split (datasets, streamed)")
     texts = list(dict.fromkeys(texts))
     if n is not None and n < len(texts):
-        from bench.core.seeding import numpy_generator
-
         chosen = numpy_generator(seed, "public-corpus", name).permutation(len(texts))[:n]
         texts = [texts[i] for i in np.sort(chosen)]
     description = f"{name}, {len(texts)} sentences ({'; '.join(parts)})"

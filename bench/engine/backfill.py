@@ -19,6 +19,13 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from bench.core.errors import BenchError
+from bench.core.files import atomic_writer
+from bench.core.params import build_component
+from bench.core.registry import TASKS
+from bench.engine.runner import majority_reference
+from bench.results.record import ResultRecord
+
 BACKFILLED = "bench backfill: computed afterwards from the cell's data (data hash checked)"
 
 
@@ -48,8 +55,6 @@ def backfill_majority(records_dir: Path) -> BackfillReport:
                     lines[number] = updated
                     changed = True
             if changed:
-                from bench.core.files import atomic_writer
-
                 with atomic_writer(path, "w") as handle:
                     handle.write("".join(lines))
     return report
@@ -85,11 +90,6 @@ def _backfilled(line: str, cache: dict, report: BackfillReport) -> str | None:
 
 
 def _reference(task_name, n_train, n_eval, seed) -> tuple[str | None, dict]:
-    from bench.core.errors import BenchError
-    from bench.core.params import build_component
-    from bench.core.registry import TASKS
-    from bench.engine.runner import majority_reference
-
     try:
         task = build_component(TASKS.get(task_name), {})
         data = task.load(int(n_train), int(n_eval), int(seed))

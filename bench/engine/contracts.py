@@ -21,8 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from bench.core.components import OutputDefense, RepresentationDefense, TokenDefense
 from bench.core.errors import BenchError
 from bench.core.params import build_component, describe_parameters
+from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin
+from bench.engine.sanity import guard
 
 KINDS = ("defense", "attack", "task")
 DOC_FIELDS = {"defense": ("Paper:", "Threat model:"), "attack": ("Paper:", "Threat model:"), "task": ()}
@@ -124,9 +127,6 @@ def _check_fields(cls: type, problems: list[str]) -> bool:
 
 
 def _check_defense_determinism(cls: type) -> list[str]:
-    from bench.core.components import OutputDefense, RepresentationDefense, TokenDefense
-    from bench.engine.sanity import guard
-
     problems = []
     first, second = guard(cls()), guard(cls())  # what each method returns is checked as the engine checks it
     if issubclass(cls, OutputDefense):
@@ -229,15 +229,11 @@ def _check_bad_values(cls: type, warnings: list[str]) -> list[str]:
 
 def registered() -> dict[str, dict[str, type]]:
     """kind -> {name: class} of every registered component (discovers the shipped ones first)."""
-    from bench.core.registry import ATTACKS, DEFENSES, TASKS
-
     return {r.kind: {n: r.get(n) for n in r.names()} for r in (DEFENSES, ATTACKS, TASKS)}
 
 
 def check_file(path: str | Path, warnings: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
     """Load plugin file ``path`` and check each component it registers: ``"kind name" -> problems``."""
-    from bench.core.registry import load_plugin
-
     path = Path(path)
     before = registered()
     module = load_plugin(path)

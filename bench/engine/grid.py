@@ -26,8 +26,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from bench.core.errors import BenchError
+from bench.core.registry import plugin_fault
 from bench.core.spec import RunSpec
-from bench.engine.runner import component_versions, make_spec, run_cell
+from bench.core.versions import component_versions
+from bench.engine.runner import make_spec, run_cell
+from bench.models.encoders import require_device
+from bench.models.loading import check_encoder
 from bench.results.record import ResultRecord
 from bench.results.store import ResultStore
 
@@ -178,8 +182,6 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
     if not here and settings.get("device", "auto") == "auto":
         settings["device"] = "cuda" if grid_resources(path)["num_gpus"] > 0 else "cpu"
     if here and grid_resources(path)["num_gpus"] > 0 and str(settings.get("device", "auto")) != "cpu":
-        from bench.models.encoders import require_device
-
         require_device("cuda", f" for grid file {path}, which asks for num_gpus per cell")
     tasks = _as_list(grid.get("tasks"), "tasks") or ["sst2"]
     seeds = _as_list(grid.get("seeds"), "seeds", int) or [0]
@@ -200,7 +202,6 @@ def load_grid(path: str | Path, device: str | None = None, here: bool = True,
     servers = [{str(k): v for k, v in item.items()} for item in _as_list(grid.get("servers"), "servers", dict)]
     cells = itertools.product(
         tasks, encoders, defenses, servers or [{}], _as_list(grid.get("attacks"), "attacks") or [None], seeds)
-    from bench.models.loading import check_encoder
 
     for encoder in dict.fromkeys(encoders):  # named with the file
         check_encoder(encoder, f"grid file {path}")
@@ -334,8 +335,6 @@ class _CellFailed(Exception):
 
 def _cell_failure(exc: Exception) -> str:
     """One sentence for why a cell failed: the user error's, the plugin's file and line, else the exception."""
-    from bench.core.registry import plugin_fault
-
     if isinstance(exc, BenchError):
         return str(exc)
     fault = plugin_fault(exc)

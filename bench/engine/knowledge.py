@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 
 from bench.core.components import PublicKnowledge
+from bench.core.examples import TaskData, flatten_segments
 from bench.core.registry import TASKS
 from bench.core.releases import Release, ReleaseKind
-from bench.data.examples import TaskData, flatten_segments
 
 OFFLINE_PUBLIC_SIZE = 20000  # sentences of offline public text, when the task keeps none of its own
 

@@ -9,9 +9,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import bench
 from bench.core.errors import BenchError
 from bench.core.machine import cpu_model
 from bench.core.spec import RunSpec
+from bench.core.versions import component_versions
 
 
 @functools.lru_cache(maxsize=1)  # the code a process runs is the code it started with
@@ -45,9 +47,6 @@ def versions(spec: RunSpec, encoder) -> dict[str, str]:
     from importlib.metadata import version
 
     import torch
-
-    import bench
-    from bench.engine.runner import component_versions
 
     task_version, defense_version, attack_version = component_versions(spec).split(" ")
     versions = {

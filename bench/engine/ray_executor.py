@@ -30,6 +30,7 @@ from typing import Callable, Iterable
 from bench.core.errors import BenchError
 from bench.core.spec import RunSpec
 from bench.engine.grid import RESOURCE_KEYS, cell_key
+from bench.results.record import ResultRecord
 from bench.results.store import ResultStore
 
 LOCAL_CPUS = 2  # a Ray instance started by the driver (no --address) is kept this small
@@ -298,7 +299,6 @@ def _collect(ref, attempt: _Attempt, store, task, plugins, threads, retries, fli
     """Record a finished task's cell, or retry / report it."""
     import ray
 
-    from bench.results.record import ResultRecord
 
     try:
         result = ray.get(ref, timeout=60)

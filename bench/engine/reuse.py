@@ -44,7 +44,10 @@ from bench.core.params import build_component
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.releases import GradientRelease, PredictionAccess, Release, ReleaseKind
 from bench.core.spec import RunSpec
-from bench.engine import protocols, runner
+from bench.core.versions import compatible_kind, component_versions
+from bench.engine import protocols
+from bench.engine.cell import cell_context
+from bench.models.training import TrainingConfig, initial_head
 from bench.results.release_store import FORMAT, CorruptEntry, ReleaseStore, pack, unpack
 from bench.results.store import ResultStore
 
@@ -114,12 +117,12 @@ def target(spec: RunSpec) -> Target | None:
     if spec.attack is None or spec.training.mode != "frozen":
         return None
     task_cls, defense_cls, attack_cls = TASKS.get(spec.task), DEFENSES.get(spec.defense), ATTACKS.get(spec.attack)
-    kind = runner.compatible_kind(defense_cls, attack_cls, task_cls)
+    kind = compatible_kind(defense_cls, attack_cls, task_cls)
     protocol = protocols.choose_protocol(defense_cls, task_cls.protocols, kind)
     if protocol not in STORED_PROTOCOLS:
         return None
     needs_spans = bool(getattr(attack_cls, "needs_spans", False))
-    task_version, defense_version, _ = runner.component_versions(spec).split(" ")
+    task_version, defense_version, _ = component_versions(spec).split(" ")
     identity = {"format": FORMAT, "bench": bench.__version__, "config": base_config(spec.to_dict()),
                 "versions": [task_version, defense_version], "protocol": protocol, "kind": kind.value,
                 "spans": needs_spans}
@@ -142,7 +145,7 @@ class RecordIndex:
     def find(self, spec: RunSpec, found: Target):
         """The newest record of ``spec``'s configuration without the attack, of the same task and defense versions
         and protocol, preferring one whose release digest can check this cell's release; None if there is none."""
-        task_version, defense_version, _ = runner.component_versions(spec).split(" ")
+        task_version, defense_version, _ = component_versions(spec).split(" ")
         best, best_rank = None, None
         candidates = self._by_config.get((base_config(_plain(spec.to_dict())), spec.seed), [])
         probe = bool(candidates) and expects_probe(spec)
@@ -177,7 +180,7 @@ def _attacked_kind(spec: RunSpec):
     if spec.attack is None:
         return None
     try:
-        return runner.compatible_kind(DEFENSES.get(spec.defense), ATTACKS.get(spec.attack), TASKS.get(spec.task))
+        return compatible_kind(DEFENSES.get(spec.defense), ATTACKS.get(spec.attack), TASKS.get(spec.task))
     except BenchError:
         return False
 
@@ -210,7 +213,7 @@ def plan(spec: RunSpec, index: RecordIndex, releases: ReleaseStore | None) -> st
 class Prepared:
     """What ``prepare`` found: the cell ready for its attack (``cell``), or None to run it in full."""
 
-    cell: tuple | None = None  # (context, output, attacked kind, protocol), as runner.run_defense returns them
+    cell: tuple | None = None  # (context, output, attacked kind, protocol), as run_defense returns them
     run_id: str = ""  # the run whose server part the cell carries
     source: str = ""  # "store" or "regenerated"
     notes: dict[str, Any] = field(default_factory=dict)  # what the record says of the reuse (or why there was none)
@@ -249,7 +252,7 @@ def _from_store(spec: RunSpec, found: Target, releases: ReleaseStore) -> Prepare
     entry = releases.get(found.key)
     if entry is None:
         return None
-    context, defense, wanted, protocol = runner.cell_context(spec)
+    context, defense, wanted, protocol = cell_context(spec)
     meta = entry.meta
     try:
         stored = unpack(meta["cell"], entry.arrays)
@@ -273,7 +276,7 @@ def _from_store(spec: RunSpec, found: Target, releases: ReleaseStore) -> Prepare
 
 
 def _regenerated(spec: RunSpec, found: Target, record, comparable: bool, why: list[str]) -> Prepared:
-    context, defense, wanted, protocol = runner.cell_context(spec, client_only=True)
+    context, defense, wanted, protocol = cell_context(spec, client_only=True)
     if record.data_hash != context.data.data_hash():
         raise Unusable("the task's data differ from the data it ran on")
     utility, probe = _recorded_utility(context.task, record)
@@ -489,7 +492,6 @@ def _release(payload: dict[str, Any], found: Target, defense, context) -> Releas
     if isinstance(data, dict) and data.get("$gradients"):
         import torch
 
-        from bench.models.training import initial_head
 
         model = initial_head(data["dim"], data["outputs"], context.training, context.spec.seed).eval()
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in data["state"].items()})

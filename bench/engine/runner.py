@@ -3,60 +3,45 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import inspect
-import json
 import time
 import uuid
 from typing import Any, Mapping
 
 import numpy as np
 
-from bench.core.components import Truth
+from bench.core.components import SpanDefense, Truth
 from bench.core.errors import BenchError
+from bench.core.examples import data_dir
+from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
+from bench.core.releases import ReleaseKind
+from bench.core.seeding import numpy_generator
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.smoke import smoke_budget
-from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
-from bench.data.examples import data_dir
+from bench.core.versions import compatible_kind, component_versions  # noqa: F401 - component_versions: the CLI's name
+from bench.engine import reuse
+from bench.engine.cell import run_defense
 from bench.engine.knowledge import knowledge_for
-from bench.engine.protocols import choose_protocol, released_kinds
-from bench.engine.sanity import check_attack, check_client_part, guard
+from bench.engine.protocols import choose_protocol
+from bench.engine.provenance import hardware, versions
+from bench.engine.sanity import check_attack, check_client_part
+from bench.engine.server_options import ServerOptions
+from bench.models.encoders import POOLINGS, check_precision, on_device, resolve_device
+from bench.models.loading import check_encoder
+from bench.models.training import TrainingConfig, training_defaults
 from bench.results.migrations import portable_source
 from bench.results.notes import check as check_notes
-from bench.results.record import ResultRecord, version_numbers
+from bench.results.record import ResultRecord
 
 CHECK_SIZES = {"n_train": 64, "n_eval": 32}  # --check: a smoke run of any config in seconds
 CHECK_STEPS = 3  # --check: steps of privacy-adaptive or further pretraining, unless the user chose them
 
 
-def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None = None):
-    """The first release kind the defense produces and the attack accepts, else a BenchError. For a task that
-    pretrains on the client's data, a text defense's release is the pretrained model's weights; a text defense
-    also guards a prediction API's training data (its release kinds include predictions)."""
-    from bench.engine.protocols import rewrites_text
-
-    pretraining = task_cls is not None and "pretraining" in task_cls.protocols
-    produced_kinds = (ReleaseKind.MODEL,) if pretraining and rewrites_text(defense_cls) else \
-        released_kinds(defense_cls)
-    for kind in produced_kinds:
-        if kind in attack_cls.accepts:
-            return kind
-    produced = ", ".join(str(k) for k in produced_kinds) or "nothing"
-    accepted = ", ".join(str(k) for k in attack_cls.accepts) or "nothing"
-    raise BenchError(
-        f"defense '{defense_cls.registry_name}' releases {produced} but attack "
-        f"'{attack_cls.registry_name}' accepts {accepted}, so they cannot be paired."
-    )
-
-
 def check_spans(task_cls: type, defense_cls: type, attack_cls: type | None, defense_args: dict) -> None:
     """A span defense, or an attack scored on sensitive spans, needs a task that declares them (of the kinds
     the defense names)."""
-    from bench.core.components import SpanDefense
-
     declared = tuple(task_cls.span_kinds)
     for name, needs in ((f"defense '{defense_cls.registry_name}'", issubclass(defense_cls, SpanDefense)),
                         (f"attack '{attack_cls.registry_name}'" if attack_cls else "",
@@ -101,10 +86,6 @@ def make_spec(
     the defense releases, and the server options apply to the release. ``smoke``: a ``--check`` cell, whose
     artefacts are built at the smoke budget (``bench.core.smoke``).
     """
-    from bench.engine.server_options import ServerOptions
-    from bench.models.encoders import POOLINGS, check_precision, resolve_device
-    from bench.models.training import TrainingConfig, training_defaults
-
     for name, value in (("n_train", n_train), ("n_eval", n_eval), ("max_length", max_length), ("seed", seed)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise BenchError(f"{name} must be a whole number, got {value!r}.")
@@ -152,7 +133,6 @@ def make_spec(
     if max_length < 8:
         raise BenchError(f"max_length must be at least 8 tokens, got {max_length}.")
     check_precision(precision)
-    from bench.models.loading import check_encoder
 
     check_encoder(encoder)  # its configuration resolves (no weights load; a hub id fails fast without the hub)
     return RunSpec(
@@ -186,31 +166,6 @@ def _check_release_once(defense: str, defense_obj, mode: str) -> None:
                          "or use one client.")
 
 
-def cell_context(spec: RunSpec, client_only: bool = False):
-    """A cell before anything runs: ``(context, defense, attacked kind, protocol)``, its data loaded; ``client_only``:
-    for the client's part alone (``CellContext.client_only``)."""
-    from bench.engine.protocols import CellContext
-    from bench.engine.server_options import ServerOptions
-
-    task = build_component(TASKS.get(spec.task), {})
-    defense = guard(build_component(DEFENSES.get(spec.defense), spec.defense_args))  # checks what it releases
-    attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
-    wanted = compatible_kind(type(defense), attack_cls, type(task)) if attack_cls is not None else None
-    protocol = choose_protocol(type(defense), type(task).protocols, wanted)
-    data = task.load(spec.n_train, spec.n_eval, spec.seed)
-    return CellContext(spec, task, data, spec.training, ServerOptions.of(spec.server), client_only), defense, wanted, \
-        protocol
-
-
-def run_defense(spec: RunSpec):
-    """The client and server part of a cell: ``(context, output, attacked kind, protocol)``."""
-    from bench.engine.protocols import run_protocol
-
-    context, defense, wanted, protocol = cell_context(spec)
-    return context, run_protocol(protocol, defense, context, context.task.server(spec, context.training)), wanted, \
-        protocol
-
-
 def majority_reference(task, data) -> dict[str, Any]:
     """``{"majority_utility": {metric: value}}``: the task's metrics for answering the training split's most
     frequent label on every evaluation example, the floor a server has to beat (class-id labels only; empty for
@@ -231,8 +186,6 @@ def majority_reference(task, data) -> dict[str, Any]:
 def run_cell(spec: RunSpec) -> ResultRecord:
     """Run one cell: the client's mechanism, the server's training and evaluation, the attack and its
     random reference, each scored by the engine against the truth only it holds."""
-    from bench.models.encoders import on_device
-
     # components that load their own models (NDD's MLM) put them on the cell's device and run at its precision;
     # a --check cell builds what it caches at the smoke budget, and its record lists what that was
     with on_device(spec.device, spec.precision), smoke_budget(spec.smoke) as used:
@@ -243,11 +196,6 @@ def run_cell(spec: RunSpec) -> ResultRecord:
 
 
 def _run_cell(spec: RunSpec) -> ResultRecord:
-    from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
-    from bench.core.seeding import numpy_generator
-    from bench.engine import reuse  # it builds cells with this module's functions
-    from bench.engine.provenance import hardware, versions
-
     started = time.perf_counter()
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
     reused = reuse.prepare(spec)  # a recorded configuration's release and utility, when reuse is on and fits
@@ -312,32 +260,3 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     )
     kept.keep(record, output, reused)  # into the release store, for the next attack on this configuration
     return record
-
-
-@functools.lru_cache(maxsize=4096)
-def code_version_numbers(spec_json: str, registered: tuple = ()) -> tuple[int, ...] | None:
-    """The task's, defense's and attack's version numbers the code records for a spec (its JSON), None when a
-    component is not registered or the spec no longer builds (``registered``: the registries' sizes, so that a
-    component registered later is seen)."""
-    try:
-        versions = component_versions(RunSpec.from_dict(json.loads(spec_json))).split(" ")
-    except (BenchError, TypeError, ValueError, KeyError):
-        return None
-    return version_numbers(versions)
-
-
-def component_versions(spec: RunSpec) -> str:
-    """``task@v defense@v attack@v`` for a spec, in the form records keep."""
-    defense_cls = DEFENSES.get(spec.defense)
-    if len(inspect.signature(defense_cls.version_for).parameters) >= 2:
-        defense = defense_cls.version_for(spec.defense_args, TASKS.get(spec.task))
-    else:  # a plugin written before version_for took the task
-        defense = defense_cls.version_for(spec.defense_args)
-    parts = [f"{spec.task}@{TASKS.get(spec.task).version}", f"{spec.defense}@{defense}"]
-    if spec.attack:
-        attack_cls = ATTACKS.get(spec.attack)
-        kind = compatible_kind(DEFENSES.get(spec.defense), attack_cls, TASKS.get(spec.task))
-        parts.append(f"{spec.attack}@{attack_cls.version_for(spec.attack_args, kind)}")
-    else:
-        parts.append("")
-    return " ".join(parts)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.core.components import OutputDefense, RepresentationDefense, TokenDefense
 from bench.core.errors import BenchError
 from bench.core.releases import GradientRelease, Release, ReleaseKind
 
@@ -168,8 +169,6 @@ def guard(defense: Any) -> Any:
     ``hide_inference``, ``client_transform``'s transforms, ``answer``, the ``privatize`` of each token mechanism
     it builds) so that each result is checked as it is returned (``mechanism_output``, ``token_output``); returns
     ``defense``."""
-    from bench.core.components import OutputDefense, RepresentationDefense, TokenDefense
-
     owner = f"defense '{getattr(type(defense), 'registry_name', type(defense).__name__)}'"
 
     def rows_of(value: Any) -> int:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 from bench.core.options import PRETRAINING_PREFIXES, Adaptation, Pretraining, ServerSettings, server_args
 from bench.core.params import require
+from bench.data.public_corpus import check_corpus_name
 from bench.models.adaptation import OBJECTIVES
+from bench.models.mlm import check_mlm_name
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,7 @@ class ServerOptions(Pretraining, Adaptation):
         Pretraining.__post_init__(self)
         require(self.adapt in ("", *OBJECTIVES),
                 f"adapt must be vanilla, prob or denoising (or empty), got '{self.adapt}'.")
-        from bench.data.public_corpus import check_corpus_name
-
         check_corpus_name(self.adapt_corpus)
-        from bench.models.mlm import check_mlm_name
-
         check_mlm_name(self.pretrain_mlm, self.pretrain_allow_untrained)
 
     @classmethod
@@ -58,15 +56,12 @@ class ServerOptions(Pretraining, Adaptation):
 
     def pretraining(self, seed: int = 0):
         """The further-pretraining budget (``bench.models.further_pretraining.PretrainingBudget``)."""
-        from bench.models.further_pretraining import PretrainingBudget
-
         return PretrainingBudget(self.pretrain_mlm, self.pretrain_steps, seed=seed)
 
     def adaptation(self):
         """The adaptation budget (``bench.models.adaptation.AdaptationConfig``), or None."""
         if not self.adapt:
             return None
-        from bench.models.adaptation import AdaptationConfig
 
         return AdaptationConfig(self.adapt, self.adapt_steps, self.adapt_batch_size, self.adapt_lr,
                                 corpus=self.adapt_corpus)

@@ -20,8 +20,11 @@ import numpy as np
 
 from bench.core import smoke
 from bench.core.errors import BenchError
+from bench.core.examples import TaskData, Text
+from bench.core.files import atomic_writer
 from bench.core.spans import Span, apply_edits, non_overlapping
-from bench.data.examples import Text
+from bench.data.alignment import piece_range, word_of_pieces
+from bench.models.encoders import cell_precision
 
 
 @dataclass
@@ -108,8 +111,6 @@ def substitution_pool(task, data, texts: list[Text], labels: list[Any], spans: l
     found = getattr(task, "public_examples", lambda _: None)(data)
     public: dict[str, list] = {}
     if found is not None and len(found.texts):
-        from bench.data.examples import TaskData
-
         holder = TaskData(found, found, "public")
         public = span_pool(task, list(found.texts), list(found.labels),
                            [list(task.sensitive_spans(holder, "train", i)) for i in range(len(found.texts))])
@@ -163,9 +164,7 @@ def cached_rewrite(defense, batch: SpanBatch, rng: np.random.Generator) -> list[
     import dataclasses
     import pickle
 
-    from bench.core.files import atomic_writer
-    from bench.models.cache import cache_root, identity_key, warn_unwritable
-    from bench.models.encoders import cell_precision
+    from bench.core.cache import cache_root, identity_key, warn_unwritable
 
     if not hasattr(defense, "rewrite_identity"):  # not a SpanDefense (a duck-typed test double): nothing to key on
         return defense.rewrite(batch, rng)
@@ -207,8 +206,6 @@ def _segments(texts: list[Text]) -> list[list[str]]:
 
 
 def _piece_ranges(texts: list[Text], spans: list[list[Span]], tokenizer, max_length: int):
-    from bench.data.alignment import piece_range, word_of_pieces
-
     word_of = [word_of_pieces(segment, tokenizer, max_length) for segment in _segments(texts)]
     return [[piece_range(word_of[s.segment][i], s.start, s.end) for s in example]
             for i, example in enumerate(spans)]

@@ -36,10 +36,15 @@ import numpy as np
 from filelock import FileLock
 
 from bench.core import smoke
-from bench.core.files import verified
+from bench.core.cache import cache_root, scratch_instead
+from bench.core.files import atomic_directory, verified
 from bench.core.params import require
-from bench.models.cache import cache_root, scratch_instead
-from bench.models.mlm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
+from bench.core.progress import track
+from bench.core.releases import ReleaseKind
+from bench.core.seeding import numpy_generator
+from bench.models.masked_lm import MASK_RATE, MAX_LENGTH, MAX_PREDICTIONS, bert_mask
+from bench.privacy.mechanisms import nearest_tokens
+from bench.privacy.token_space import WordPieceSpace
 
 OBJECTIVES = ("vanilla", "prob", "denoising")
 VERSION = 2  # of the recipe, in the cache key (2: trains on the whole corpus, scores on held-out text)
@@ -85,8 +90,6 @@ class PrivatizedMLMBatches:
 
     def __init__(self, mechanism, space, mlm, sentences_ids: list[np.ndarray], objective: str, k: int,
                  rng: np.random.Generator) -> None:
-        from bench.core.releases import ReleaseKind
-
         self.mechanism, self.space, self.mlm = mechanism, space, mlm
         self.ids, self.objective, self.k, self.rng = sentences_ids, objective, k, rng
         self.vectors = mechanism.release_kind is ReleaseKind.TOKEN_EMBEDDINGS
@@ -102,7 +105,6 @@ class PrivatizedMLMBatches:
         """Token ids of a release: vectors are read as their nearest vocabulary token."""
         if not self.vectors:
             return released
-        from bench.privacy.mechanisms import nearest_tokens
 
         started = time.perf_counter()
         out = nearest_tokens(released, self.space.table, self.space.candidates)
@@ -181,9 +183,7 @@ class Pretraining:
                  device: str = "cpu") -> None:
         import torch
 
-        from bench.core.seeding import numpy_generator
         from bench.models.mlm import load_mlm
-        from bench.privacy.token_space import WordPieceSpace
 
         self.config, self.mlm = config, load_mlm(encoder_name, device)
         space = WordPieceSpace(self.mlm.encoder)
@@ -248,9 +248,8 @@ def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tu
     and save the checkpoint to ``target`` (whose name is its key)."""
     import torch
 
-    from bench.core.progress import track
     from bench.data.public_corpus import held_out
-    from bench.models.mlm import masked_token_accuracy
+    from bench.models.masked_lm import masked_token_accuracy
 
     sentences, corpus_description, corpus_hash = corpus
     key = target.name
@@ -282,8 +281,6 @@ def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tu
 
 def _save_atomically(mlm, info: dict, target: Path) -> None:
     """Write the encoder, tokenizer and MLM weights and ``adaptation.json`` to ``target`` atomically."""
-    from bench.core.files import atomic_directory
-
     with atomic_directory(target) as folder:
         mlm.save(folder)
         (folder / "adaptation.json").write_text(json.dumps(info, indent=2), encoding="utf-8")

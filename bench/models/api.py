@@ -16,11 +16,18 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.models.generators import torch_generator
+from bench.models.training import cosine_schedule, initial_head, targets_for, train_head
+from bench.privacy.outputs import softmax
+
+if TYPE_CHECKING:
+    from bench.core.components import OutputDefense
+    from bench.models.encoders import Encoder
 
 
 @contextmanager
@@ -42,8 +49,6 @@ def one_thread() -> Iterator[None]:
 def train_victim(features: np.ndarray, labels: np.ndarray, num_labels: int, config, seed: int, objective=None):
     """The victim head: plain cross-entropy, or the self-undermining objective ``objective``
     (``bench.privacy.public.SelfUndermining``) against a plainly trained head. Returns ``(head, facts)``."""
-    from bench.models.training import targets_for, train_head
-
     targets = targets_for(labels, num_labels)
     unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the server's own data)
     with one_thread():
@@ -61,8 +66,6 @@ def nasty_head(features: np.ndarray, targets: np.ndarray, adversary, tau: float,
     import torch
     import torch.nn.functional as F
 
-    from bench.models.generators import torch_generator
-    from bench.models.training import _cosine, initial_head
 
     x, y = torch.from_numpy(features), torch.from_numpy(targets)
     with torch.inference_mode():
@@ -70,7 +73,7 @@ def nasty_head(features: np.ndarray, targets: np.ndarray, adversary, tau: float,
     head = initial_head(x.shape[1], y.shape[1], config, seed).train()
     optimizer = torch.optim.Adam(head.parameters(), lr=config.lr, foreach=True)
     rounds = -(-len(x) // config.batch_size)
-    schedule = _cosine(optimizer, config, rounds)
+    schedule = cosine_schedule(optimizer, config, rounds)
     order_generator = torch_generator(seed, "nasty-batches")
     for _ in range(config.epochs):
         order = torch.randperm(len(x), generator=order_generator)
@@ -114,9 +117,9 @@ class PredictionAPI:
     The defense's noise comes from one generator, drawn from in the order queries arrive (the API's own secret).
     """
 
-    encoder: Any
+    encoder: Encoder
     head: Any
-    defense: Any  # an OutputDefense, or None for the plain softmax
+    defense: OutputDefense | None  # None: the plain softmax
     rng: np.random.Generator
 
     def logits(self, texts: list) -> np.ndarray:
@@ -125,8 +128,6 @@ class PredictionAPI:
 
     def answer_logits(self, logits: np.ndarray) -> np.ndarray:
         """The answers for a batch of logits (the output defense applied)."""
-        from bench.privacy.outputs import softmax
-
         if not np.isfinite(logits).all():
             raise BenchError("the victim's outputs hold NaN or infinite values (its training diverged), so nothing is "
                              "recorded; try parameter values nearer their defaults (the defense's, --train-args lr=).")

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from bench.core.cache import FeatureCache
 from bench.core.errors import BenchError
-from bench.models.encoders import DEFAULT_ENCODER, Encoder, _locate
+from bench.core.seeding import derive_seed
+from bench.models.encoders import DEFAULT_ENCODER, Encoder, locate
 
 BILSTM = "bilstm"
 
@@ -59,12 +61,10 @@ class BiLSTMEncoder(Encoder):
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
-        from bench.core.seeding import derive_seed
-        from bench.models.cache import FeatureCache
 
         if pooling == "pooler":
             raise BenchError("the bilstm encoder has no pooler; use pooling=mean or cls.")
-        path, table_revision = _locate(DEFAULT_ENCODER)
+        path, table_revision = locate(DEFAULT_ENCODER)
         self.name, self.device, self.pooling, self.max_length, self.cache = BILSTM, device, pooling, max_length, cache
         hf_logging.disable_progress_bar()  # as Encoder: our own bars report the long steps
         self.tokenizer = AutoTokenizer.from_pretrained(path)

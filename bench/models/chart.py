@@ -19,12 +19,17 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.seeding import derive_seed
 from bench.models.servers import Server
+
+if TYPE_CHECKING:
+    from bench.models.encoders import Encoder
+    from bench.models.training import TrainingConfig
 
 NONE = "<none>"  # label id 0: the span is not a constituent
 LabelledSpan = tuple[int, int, str]  # (start token, end token exclusive, label)
@@ -124,14 +129,14 @@ class ChartParserServer(Server):
 
     protocols: ClassVar[tuple[str, ...]] = ("tokens",)
 
-    config: Any  # bench.models.training.TrainingConfig (epochs, lr, batch_size = sentences a batch, dropout)
+    config: TrainingConfig  # epochs, lr, batch_size = sentences a batch, dropout
     seed: int
     lstm: int = 128  # hidden size of each direction of the span BiLSTM
     hidden: int = 128  # width of the span-label MLP's hidden layer
     # torch threads while the span scorer trains and predicts: its steps are small, and with two threads on 2
     # shared cores the default ptb cell had not finished after 17 minutes (6 with one); 0 leaves torch's setting
     threads: int = 1
-    encoder: Any = None
+    encoder: Encoder | None = None
     labels: tuple[str, ...] = field(default=(), init=False)
     model: Any = field(default=None, init=False)
 
@@ -166,7 +171,6 @@ class ChartParserServer(Server):
         """Train the span scorer on released sentences and their gold labelled spans (token positions)."""
         import torch
 
-        from bench.core.seeding import derive_seed
 
         states = self._states(released)
         if len(states) != len(labels):

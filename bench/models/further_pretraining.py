@@ -18,8 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.core import smoke
-from bench.core.files import verified
+from bench.core.cache import cache_root
+from bench.core.files import atomic_directory, verified
 from bench.core.params import require
+from bench.models.offline_mlm import offline_dir
 
 VERSION = 1  # of the recipe, in the cache key
 INFO_FILE = "pretraining.json"
@@ -44,11 +46,10 @@ class PretrainingBudget:
 
 def pretraining_key(budget: PretrainingBudget, sentences: list[str]) -> str:
     """16 hex digits over the MLM (and its revision), the budget, the recipe and the exact sentences."""
-    from bench.models.encoders import _locate
-    from bench.models.offline_mlm import offline_dir
+    from bench.models.encoders import locate
 
     offline = offline_dir(budget.mlm, progress=False)  # a trained offline MLM is named by its own cache key
-    base = offline.name if offline is not None else f"{budget.mlm}@{_locate(budget.mlm)[1]}"
+    base = offline.name if offline is not None else f"{budget.mlm}@{locate(budget.mlm)[1]}"
     digest = hashlib.sha256()
     for sentence in sentences:
         digest.update(sentence.encode("utf-8") + b"\n")
@@ -65,7 +66,6 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
     checkpoints built before 2026-11-28) is CPU time."""
     from filelock import FileLock
 
-    from bench.models.cache import cache_root
 
     if budget.steps == 0:
         return None, {"pretrain_steps": 0}
@@ -85,7 +85,6 @@ def pretrained_mlm(budget: PretrainingBudget, sentences: list[str], progress: bo
 def _build(budget: PretrainingBudget, sentences: list[str], target: Path, key: str, progress: bool) -> None:
     import shutil
 
-    from bench.core.files import atomic_directory
     from bench.models.mlm import load_mlm
     from bench.models.offline_mlm import MLMRecipe, resume_folder, train
 

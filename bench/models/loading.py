@@ -10,7 +10,9 @@ import functools
 from pathlib import Path
 
 from bench.core.errors import BenchError
-from bench.models.encoders import DEFAULT_ENCODER, Encoder, MockEncoder, _locate, mock_dimension
+from bench.core.hub import unreachable_note
+from bench.models.bilstm import BiLSTMEncoder
+from bench.models.encoders import DEFAULT_ENCODER, Encoder, MockEncoder, locate, mock_dimension
 
 
 def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu", pooling: str = "mean", max_length: int = 128):
@@ -39,7 +41,7 @@ def model_problem(name: str) -> str | None:
     """Why encoder ``name`` cannot load (a short reason), or None when its configuration resolves."""
     if mock_dimension(name) is not None or name == "bilstm":
         return None
-    path, revision = _locate(name)
+    path, revision = locate(name)
     if revision is not None:  # the packaged default: its configuration is a file in the package
         return None if (Path(path) / "config.json").is_file() else "its config.json is missing from the package"
     from transformers import AutoConfig
@@ -47,8 +49,6 @@ def model_problem(name: str) -> str | None:
     try:
         AutoConfig.from_pretrained(path)
     except Exception as exc:  # OSError when absent, ValueError for a malformed id or config
-        from bench.core.hub import unreachable_note
-
         return unreachable_note() or exc.__class__.__name__
     return None
 
@@ -58,8 +58,6 @@ def fresh_encoder(name: str, device: str, pooling: str, max_length: int, seed: i
     if (dim := mock_dimension(name)) is not None:
         return MockEncoder(dim)
     if name == "bilstm":
-        from bench.models.bilstm import BiLSTMEncoder
-
         return BiLSTMEncoder(device, pooling, max_length, cache=False, seed=seed)
     return Encoder(name, device, pooling, max_length, cache=False)
 
@@ -69,7 +67,5 @@ def _shared_encoder(name: str, device: str, pooling: str, max_length: int):
     if (dim := mock_dimension(name)) is not None:
         return MockEncoder(dim)
     if name == "bilstm":
-        from bench.models.bilstm import BiLSTMEncoder
-
         return BiLSTMEncoder(device=device, pooling=pooling, max_length=max_length)
     return Encoder(name, device=device, pooling=pooling, max_length=max_length)

@@ -29,10 +29,15 @@ from typing import Any, Callable
 import numpy as np
 
 from bench.core import smoke
-from bench.core.files import verified
+from bench.core.cache import cache_root
+from bench.core.files import atomic_directory, atomic_writer, verified
 from bench.core.machine import cpu_model
 from bench.core.params import require
 from bench.core.progress import note, progress_bar
+from bench.core.seeding import numpy_generator
+
+# The command line imports this module as it starts (for MLMRecipe), so the masked LM and the corpora, which pull
+# in the encoders and the search, are imported by the functions that train or key a recipe.
 
 NAME = "minilm-mlm"  # the load_mlm name of the trained MLM of the offline encoder
 VERSION = 2  # of the recipe, in the cache key (2: a step budget)
@@ -150,10 +155,10 @@ def offline_dir(name: str, task: str | None = None, progress: bool = True) -> Pa
 
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     """The cache key of a trained MLM (16 hex digits): encoder and revision, corpus, recipe, version."""
-    from bench.models.encoders import _locate
-    from bench.models.mlm import MASK_RATE, MAX_PREDICTIONS
+    from bench.models.encoders import locate
+    from bench.models.masked_lm import MASK_RATE, MAX_PREDICTIONS
 
-    _, revision = _locate(recipe.encoder)
+    _, revision = locate(recipe.encoder)
     fields = asdict(recipe)
     for name, default in ADDED_LATER.items():
         if fields[name] == default:
@@ -214,7 +219,7 @@ def pack(tokenizer, sentences: list[str], seq_len: int, rng: np.random.Generator
 
 def masked_batch(rows: np.ndarray, mlm, rng: np.random.Generator):
     """BERT-masked copies of ``rows`` and, per chosen position, its row, column and original token."""
-    from bench.models.mlm import apply_mask, bert_mask
+    from bench.models.masked_lm import apply_mask, bert_mask
 
     regular, mask_id = mlm.regular, mlm.tokenizer.mask_token_id
     shown, row_index, column, truth = [], [], [], []
@@ -230,10 +235,10 @@ def masked_batch(rows: np.ndarray, mlm, rng: np.random.Generator):
 def masked_logits(model, input_ids, row_index, column, attention_mask=None):
     """Vocabulary logits at positions ``(row_index[i], column[i])`` only: the encoder's hidden states are
     gathered there before the prediction head, so no ``(batch, length, vocab)`` tensor is ever built."""
-    from bench.models.mlm import _prediction_head
+    from bench.models.masked_lm import prediction_head
 
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    return _prediction_head(model)(hidden[row_index, column])
+    return prediction_head(model)(hidden[row_index, column])
 
 
 def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any], float] | None = None,
@@ -255,7 +260,6 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
     """
     import torch
 
-    from bench.core.seeding import numpy_generator
 
     rng = numpy_generator(recipe.seed, "offline-mlm", recipe.encoder)
     rows = pack(mlm.tokenizer, sentences, recipe.seq_len, rng)
@@ -344,8 +348,6 @@ def train(mlm, sentences: list[str], recipe: MLMRecipe, evaluate: Callable[[Any]
 
 def resume_folder(kind: str, key: str) -> Path:
     """Where an interrupted build of ``kind`` (``mlm``, ``pretrained``) with cache key ``key`` keeps its state."""
-    from bench.models.cache import cache_root
-
     return cache_root() / "partial" / f"{kind}-{key}"
 
 
@@ -354,7 +356,6 @@ def _save_state(folder: Path, model, optimizer, rng: np.random.Generator, log: T
     """Everything a training run needs to continue, written atomically to ``folder/state.pt``."""
     import torch
 
-    from bench.core.files import atomic_writer
 
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "numpy": rng.bit_generator.state,
              "torch": torch.get_rng_state(), "log": asdict(log), "losses": losses}
@@ -413,7 +414,6 @@ def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = ()
     from filelock import FileLock
 
     from bench.data.public_corpus import public_corpus
-    from bench.models.cache import cache_root
 
     sentences, description, corpus_hash = public_corpus(recipe.corpus, exclude_task=recipe.exclude_task or None)
     key = mlm_key(recipe, corpus_hash)
@@ -432,11 +432,10 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
            checkpoints: tuple[float, ...], progress: bool, target: Path) -> None:
     import shutil
 
-    from bench.core.files import atomic_directory
     from bench.data.public_corpus import HELD_OUT, held_out
-    from bench.models import mlm as mlm_module
+    from bench.models import masked_lm
 
-    mlm = mlm_module.load_mlm(recipe.encoder, seed=recipe.seed)
+    mlm = masked_lm.load_checkpoint(recipe.encoder, seed=recipe.seed)
     if recipe.layers:
         _keep_layers(mlm.model, recipe.layers)
     texts, held_out_description, held_out_hash = held_out(recipe.exclude_task or None,
@@ -444,13 +443,13 @@ def _build(recipe: MLMRecipe, sentences: list[str], corpus_description: str, cor
     if recipe.sentences:
         sentences = sentences[: recipe.sentences]
         corpus_description = f"the first {len(sentences)} sentences of {corpus_description}"
-    before = mlm_module.masked_token_accuracy(mlm, texts, seed=recipe.seed)
+    before = masked_lm.masked_token_accuracy(mlm, texts, seed=recipe.seed)
     if progress:
         note(f"training the {recipe.encoder} MLM: {len(sentences)} sentences, budget {recipe.budget_minutes} min"
              f"{f' or {recipe.steps} steps' if recipe.steps else ''}, {available_cores()} threads; held-out top-1 "
              f"before {before:.4f}")
     partial = resume_folder("mlm", target.name)  # an interrupted build continues from here
-    log = train(mlm, sentences, recipe, lambda m: mlm_module.masked_token_accuracy(m, texts, seed=recipe.seed),
+    log = train(mlm, sentences, recipe, lambda m: masked_lm.masked_token_accuracy(m, texts, seed=recipe.seed),
                 checkpoints, progress, resume=partial)
     info = {
         "key": target.name, "recipe": asdict(recipe), "version": VERSION, "corpus": corpus_description,
@@ -491,8 +490,6 @@ CURVE_MINUTES = (2.0, 5.0, 10.0, 20.0)  # where ``bench mlm prepare --curve`` me
 
 def write_curve(details: dict, folder: Path) -> Path:
     """``mlm-curve-<encoder>.json`` in ``folder``: the held-out top-1 along one training run, and the machine."""
-    from bench.core.files import atomic_writer
-
     recipe = details["recipe"]
     curve = {
         "what": f"held-out masked top-1 of the {recipe['encoder']} MLM along one training run (every layer trained; "

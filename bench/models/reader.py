@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from bench.core.cache import FeatureCache, texts_key
 from bench.core.errors import BenchError
+from bench.core.progress import track
 from bench.models.encoders import fit_pair
 from bench.models.servers import Server
+
+if TYPE_CHECKING:
+    from bench.models.encoders import Encoder
+    from bench.models.training import TrainingConfig
 
 MAX_ANSWER = 30  # WordPieces an answer may span
 WIDTH = 128  # the head's hidden width
@@ -44,8 +50,6 @@ class PairFeatures:
 
 def pair_features(encoder, released: list, batch_size: int = 32) -> list[PairFeatures]:
     """Per-position states of released ``(question, context)`` pairs (ids or vectors), cached on disk (float16)."""
-    from bench.models.cache import FeatureCache, texts_key
-
     budget = encoder.max_length - 3
     kept = [fit_pair(q, c, budget) for q, c in released]
     lengths = np.array([[len(q), len(c)] for q, c in kept], dtype=np.int64).reshape(-1, 2)
@@ -72,7 +76,6 @@ def _pair_states(encoder, released: list, lengths: np.ndarray, batch_size: int) 
     batches of similar length."""
     import torch
 
-    from bench.core.progress import track
 
     order = np.argsort(lengths.sum(1), kind="stable")
     bounds = np.r_[0, np.cumsum(lengths.sum(1))]
@@ -169,9 +172,9 @@ class ReaderServer(Server):
 
     protocols: ClassVar[tuple[str, ...]] = ("tokens",)
 
-    config: Any  # bench.models.training.TrainingConfig (epochs, lr, batch_size, dropout)
+    config: TrainingConfig  # epochs, lr, batch_size, dropout
     seed: int
-    encoder: Any = None
+    encoder: Encoder | None = None
     head: Any = field(default=None, init=False)
 
     def fit_tokens(self, released, labels):
@@ -204,7 +207,6 @@ class ReaderServer(Server):
     def _train(self, head, optimizer, schedule, generator, features, keep, targets) -> None:
         import torch
 
-        from bench.core.progress import track
 
         for _ in track(range(self.config.epochs), f"training reader ({len(keep)} questions)", self.config.epochs,
                            unit="epochs"):

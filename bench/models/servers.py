@@ -10,11 +10,17 @@ an extractive reader, an MLM, a prediction API) implement the same small interfa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.models.api import logits_of, train_victim
+from bench.models.probe import fit_probe
+from bench.models.training import TrainingConfig, initial_head, loss_fn, targets_for, train_loop
+
+if TYPE_CHECKING:
+    from bench.models.encoders import Encoder
 
 
 @dataclass
@@ -68,9 +74,9 @@ class SentenceServer(Server):
     protocols: ClassVar[tuple[str, ...]] = ("representations", "tokens")
 
     num_labels: int
-    config: Any  # bench.models.training.TrainingConfig
+    config: TrainingConfig
     seed: int
-    encoder: Any = None  # the server's encoder for token releases (set by the engine)
+    encoder: Encoder | None = None  # the server's encoder for token releases (set by the engine)
     head: Any = field(default=None, init=False)
     # the deterministic convex probe on the frozen features (bench.models.probe; frozen mode only) and its
     # predictions for the items last predicted (None where no probe was fitted)
@@ -94,8 +100,6 @@ class SentenceServer(Server):
 
     def fit_probe(self, features: np.ndarray, targets: np.ndarray) -> None:
         """Fit the deterministic probe on frozen training features and their (one-hot, mixed or real) targets."""
-        from bench.models.probe import fit_probe
-
         self.probe = fit_probe(features, targets, self.num_labels)
 
     def _predict(self, features) -> np.ndarray:
@@ -116,7 +120,6 @@ class SentenceServer(Server):
         """Train the head (and, fine-tuning, the shared encoder) on the client's hidden batches."""
         import torch
 
-        from bench.models.training import train_loop
 
         clients = len(batches.shards)
         if batches.finetuning:
@@ -143,9 +146,9 @@ class TaggingServer(Server):
     protocols: ClassVar[tuple[str, ...]] = ("tokens",)
 
     num_tags: int
-    config: Any  # bench.models.training.TrainingConfig (epochs, lr, batch_size, head_layers, activation, dropout)
+    config: TrainingConfig  # epochs, lr, batch_size, head_layers, activation, dropout
     seed: int
-    encoder: Any = None
+    encoder: Encoder | None = None
     head: Any = field(default=None, init=False)
     # the deterministic convex probe on the same token features (bench.models.probe) and its tags for the sentences
     # last predicted, one array per sentence as predict_tokens returns them
@@ -161,8 +164,6 @@ class TaggingServer(Server):
         deterministic probe on the same token features and tags."""
         import torch
 
-        from bench.models.probe import fit_probe
-        from bench.models.training import initial_head, loss_fn, targets_for
 
         states, features = self._features(released)
         tags = np.concatenate([np.asarray(tag, dtype=np.int64)[: len(s)] for tag, s in zip(labels, states)])
@@ -205,16 +206,14 @@ class PredictionServer(Server):
     protocols: ClassVar[tuple[str, ...]] = ("api",)
 
     num_labels: int
-    config: Any  # bench.models.training.TrainingConfig
+    config: TrainingConfig
     seed: int
-    encoder: Any = None  # set by the engine
+    encoder: Encoder | None = None  # set by the engine
     head: Any = field(default=None, init=False)
     facts: dict = field(default_factory=dict, init=False)
 
     def fit_released(self, released: list, labels: np.ndarray, objective=None) -> None:
         """Train the victim head on the released training items (``objective``: the nasty teacher's, or None)."""
-        from bench.models.api import train_victim
-
         if self.config.mode != "frozen":
             raise BenchError("a prediction API's victim trains on frozen features here: use --mode frozen.")
         self.head, self.facts = train_victim(self.encoder.encode(released), np.asarray(labels), self.num_labels,
@@ -222,6 +221,4 @@ class PredictionServer(Server):
 
     def logits(self, items: list) -> np.ndarray:
         """The victim's logits for items (raw texts at query time)."""
-        from bench.models.api import logits_of
-
         return logits_of(self.head, self.encoder.encode(list(items)))

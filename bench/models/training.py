@@ -14,6 +14,8 @@ import numpy as np
 from bench.core.options import TrainingConfig  # defined with the spec that records it; read here
 from bench.core.params import require
 from bench.core.progress import track
+from bench.core.seeding import derive_seed, numpy_generator
+from bench.models.generators import torch_generator
 
 # (representations, targets, generator) -> (released representations, released targets)
 BatchTransform = Callable[..., tuple]
@@ -78,7 +80,6 @@ def _seeded_head(dim, num_outputs, config, seed, device):
     """Seed torch's global generator and build the head (the caller forks the generator)."""
     import torch
 
-    from bench.core.seeding import derive_seed
 
     torch.manual_seed(derive_seed(seed, "head-init"))  # later draws (dropout) continue from here
     return make_head(dim, num_outputs, config).to(device)
@@ -88,7 +89,6 @@ def client_shards(n_examples: int, clients: int, seed: int) -> list[np.ndarray]:
     """Disjoint, seeded shards of the training indices, one per client (all of them for one client)."""
     if clients <= 1:
         return [np.arange(n_examples)]
-    from bench.core.seeding import numpy_generator
 
     order = numpy_generator(seed, "client-shards").permutation(n_examples)
     return [np.sort(part) for part in np.array_split(order, clients)]
@@ -110,7 +110,6 @@ def train_loop(
     """
     import torch
 
-    from bench.models.generators import torch_generator
 
     regression = num_outputs == 1
     shards = [torch.as_tensor(np.asarray(shard), dtype=torch.long) for shard in shards]
@@ -122,7 +121,7 @@ def train_loop(
         # foreach: on CPU torch defaults to one call per parameter and operation; the foreach path does the same
         # arithmetic, bit for bit (tests/unit/test_training.py), in a few calls per step (25% of the main job's time)
         optimizer = optimizer_cls(list(extra_params) + list(head.parameters()), lr=config.lr, foreach=True)
-        schedule = _cosine(optimizer, config, rounds)
+        schedule = cosine_schedule(optimizer, config, rounds)
         head.train()
         for _ in track(range(config.epochs), description, config.epochs, unit="epochs"):
             orders = [shard[torch.randperm(len(shard), generator=g)] for shard, g in zip(shards, order_generators)]
@@ -210,7 +209,7 @@ def finetune(
     return head.cpu()
 
 
-def _cosine(optimizer, config: TrainingConfig, rounds_per_epoch: int):
+def cosine_schedule(optimizer, config: TrainingConfig, rounds_per_epoch: int):
     """Cosine decay of the learning rate to 0 over all training steps."""
     import torch
 

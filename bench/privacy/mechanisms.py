@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from bench.core.params import require
+from bench.privacy.search import CertifiedSearch
 
 SPECIAL_TOKEN = re.compile(r"^\[(PAD|CLS|SEP|MASK|UNK|unused\d+)\]$")
 
@@ -83,8 +84,6 @@ def _built_once(kind: str, table: np.ndarray, candidates: np.ndarray, build):
 
 def candidate_search(table: np.ndarray, candidates: np.ndarray):
     """The certified exact search over ``table[candidates]`` (bench.privacy.search), built once per pair."""
-    from bench.privacy.search import CertifiedSearch
-
     return _built_once("search", table, candidates, lambda: CertifiedSearch(table[candidates]))
 
 

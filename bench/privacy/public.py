@@ -14,94 +14,36 @@ fitted on its private text is not public.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from bench.core.params import require
+from bench.core.public import (  # noqa: F401 - the contract, re-exported beside the mechanisms
+    DeclaredOutput,
+    DeclaredRepresentation,
+    IdentityRepresentation,
+    IdentityTokens,
+    PublicMechanism,
+    RepresentationMechanism,
+    SpaceRef,
+    SpanRewrite,
+    TokenMechanism,
+)
 from bench.core.releases import ReleaseKind
-
-
-class PublicMechanism:
-    """Base of every public mechanism: a name and the parameters an adversary knows."""
-
-    name: ClassVar[str] = "mechanism"
-    # the defense and parameters that made it ({"defense": name, **arguments}), set by the engine; public
-    # like the mechanism itself. It names cached artefacts built for the mechanism (adapted checkpoints),
-    # so they and their random streams stay those of the records made before mechanisms had types.
-    origin: dict | None = None
-
-    def identity(self) -> dict[str, Any]:
-        """What names artefacts built for this mechanism: its origin when known, else its description."""
-        return dict(self.origin) if self.origin else self.describe()
-
-    def describe(self) -> dict[str, Any]:
-        """``{"mechanism": name, **parameters}``: JSON-ready, for records and cache keys."""
-        params = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init} \
-            if dataclasses.is_dataclass(self) else {}
-        return {"mechanism": self.name, **params}
-
-    def fresh(self) -> "PublicMechanism":
-        """An unfitted copy with the same public parameters (and origin)."""
-        copy = dataclasses.replace(self) if dataclasses.is_dataclass(self) else type(self)()
-        copy.origin = self.origin
-        return copy
-
+from bench.privacy.mechanisms import (
+    ExponentialRows,
+    dchi_token_text,
+    dchi_token_vectors,
+    least_frequent,
+    santext_tokens,
+    token_counts,
+    uniform_tokens,
+)
+from bench.privacy.posterior import exponential_channel, nearest_token_channel
 
 # -- token mechanisms ------------------------------------------------------------------------------
-
-
-class TokenMechanism(PublicMechanism):
-    """Maps each regular token of a token space to a released token id (``text``) or vector."""
-
-    release_kind: ClassVar[ReleaseKind] = ReleaseKind.TEXT
-    has_channel: ClassVar[bool] = False  # whether ``bayes_channel`` gives Pr[output | input]
-
-    def fit(self, ids: list[np.ndarray], space) -> None:
-        """Learn statistics of the token ids it will privatize (default: none; nothing is released)."""
-
-    def streaming(self) -> None:
-        """Prepare for many small ``privatize`` calls (pretraining privatizes on the fly); default nothing."""
-
-    def privatize(self, ids: list[np.ndarray], space, rng: np.random.Generator) -> list[np.ndarray]:
-        """The released ids (or vectors) of each sentence, in ``space`` (``table``, ``candidates``)."""
-        raise NotImplementedError
-
-    def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials: int, support: int):
-        """Candidate inputs and ``rows -> log Pr[outputs | rows]`` for a Bayesian guess; None if unknown."""
-        return None
-
-    def facts(self) -> dict[str, Any]:
-        """What the record keeps of the fitted state (sizes only, never private statistics); default none."""
-        return {}
-
-
-@dataclass
-class IdentityTokens(TokenMechanism):
-    """No privatization: every token released as it is (the undefended baseline)."""
-
-    name: ClassVar[str] = "identity"
-
-    def privatize(self, ids, space, rng):
-        """The ids unchanged."""
-        return [np.asarray(x) for x in ids]
-
-
-@dataclass
-class SpanRewrite(TokenMechanism):
-    """A span defense's rewrite (``bench.core.components.SpanDefense``): the sensitive spans were replaced on the
-    client before release, then every token was released unchanged. ``params`` are the defense's (the MLM an
-    adversary may reuse among them)."""
-
-    name: ClassVar[str] = "span-rewrite"
-    release_kind: ClassVar[ReleaseKind] = ReleaseKind.REWRITTEN_TEXT
-    defense: str = ""
-    params: dict = field(default_factory=dict)
-
-    def privatize(self, ids, space, rng):
-        """The (already rewritten) ids unchanged."""
-        return [np.asarray(x) for x in ids]
 
 
 @dataclass
@@ -114,8 +56,6 @@ class DchiTokenNoise(TokenMechanism):
 
     def privatize(self, ids, space, rng):
         """phi(w) + N for every token w."""
-        from bench.privacy.mechanisms import dchi_token_vectors
-
         return dchi_token_vectors(ids, space.table, self.eta, rng)
 
 
@@ -129,14 +69,10 @@ class DchiNearestToken(TokenMechanism):
 
     def privatize(self, ids, space, rng):
         """argmin_v ||phi(v) - (phi(w) + N)|| over the space's tokens, by exact search."""
-        from bench.privacy.mechanisms import dchi_token_text
-
         return dchi_token_text(ids, space.table, space.candidates, self.eta, rng)
 
     def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
         """The keep-or-scatter channel, simulated by running this mechanism (bench.privacy.posterior)."""
-        from bench.privacy.posterior import nearest_token_channel
-
         return nearest_token_channel(self.eta, outputs, table, regular, corpus_counts, rng, trials, support)
 
 
@@ -158,8 +94,6 @@ class ExponentialMechanism(TokenMechanism):
 
     def fit(self, ids, space):
         """V_S from the counts of ``ids`` over V (the regular WordPieces, or the fitted text's words)."""
-        from bench.privacy.mechanisms import least_frequent, token_counts
-
         counts = token_counts(ids, len(space.table))
         vocabulary = space.candidates if space.format == "wordpiece" else np.flatnonzero(counts)
         self.sensitive = least_frequent(counts, vocabulary, self.w)
@@ -170,22 +104,15 @@ class ExponentialMechanism(TokenMechanism):
 
     def streaming(self):
         """Keep each token's distribution between calls (pretraining privatizes small Zipfian batches)."""
-        from bench.privacy.mechanisms import ExponentialRows
-
         self.rows = ExponentialRows()
 
     def privatize(self, ids, space, rng):
         """Sensitive tokens always, others with probability p, replaced by exponential-mechanism draws from V_S."""
-        from bench.core.params import require
-        from bench.privacy.mechanisms import santext_tokens
-
         require(self.sensitive is not None, f"{self.name} mechanism: call fit before privatize.")
         return santext_tokens(ids, space.table, self.sensitive, self.eps, self.p, rng, self.rows)
 
     def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
         """The exact channel, with V_S recomputed from the corpus' counts (bench.privacy.posterior)."""
-        from bench.privacy.posterior import exponential_channel
-
         return exponential_channel(self.eps, self.p, self.w, outputs, table, regular, corpus_counts)
 
 
@@ -199,8 +126,6 @@ class UniformTokens(TokenMechanism):
 
     def privatize(self, ids, space, rng):
         """A uniform draw from ``space.candidates`` for every token."""
-        from bench.privacy.mechanisms import uniform_tokens
-
         return uniform_tokens(ids, space.candidates, rng)
 
     def bayes_channel(self, outputs, table, regular, corpus_counts, rng, trials, support):
@@ -214,31 +139,6 @@ class UniformTokens(TokenMechanism):
 
 
 # -- sentence-representation mechanisms ------------------------------------------------------------
-
-
-class RepresentationMechanism(PublicMechanism):
-    """Transforms sentence representations (and, when mixing, their targets)."""
-
-    @property
-    def masked(self) -> bool:
-        """Whether released representations are multiplied by a secret sign mask."""
-        return False
-
-
-@dataclass
-class IdentityRepresentation(RepresentationMechanism):
-    """No transformation: the encoder's representation is released."""
-
-    name: ClassVar[str] = "identity"
-
-
-@dataclass
-class DeclaredRepresentation(RepresentationMechanism):
-    """A representation mechanism known only by its defense's name and parameters (a new defense's default)."""
-
-    name: ClassVar[str] = "declared"
-    defense: str = ""
-    parameters: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -266,38 +166,7 @@ class MixAndMask(RepresentationMechanism):
         return self.m != 0
 
 
-# -- the token space a release was made in -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SpaceRef:
-    """The public token space of a release: the encoder's WordPieces, or the words of a vector file."""
-
-    format: str = "wordpiece"  # wordpiece or words
-    vectors: str = ""  # the GloVe-format file of a word space
-
-    @classmethod
-    def of(cls, vectors: str = "") -> "SpaceRef":
-        """The word space of a vector file, or the WordPiece space when ``vectors`` is empty."""
-        return cls("words", vectors) if vectors else cls()
-
-    def build(self, encoder):
-        """The space itself, rebuilt from public facts (the encoder's table, or the vector file)."""
-        from bench.privacy.token_space import token_space
-
-        return token_space(encoder, self.vectors if self.format == "words" else "")
-
-
 # -- output mechanisms (a prediction API's answers) ------------------------------------------------
-
-
-@dataclass
-class DeclaredOutput(PublicMechanism):
-    """An output defense of a prediction API known by its defense's name and parameters."""
-
-    name: ClassVar[str] = "declared-output"
-    defense: str = ""
-    parameters: dict = field(default_factory=dict)
 
 
 @dataclass

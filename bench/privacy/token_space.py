@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.public import SpaceRef
+from bench.privacy.mechanisms import client_token_ids, embedding_table, regular_token_ids
 
 WORD = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 MAX_WORDS = 200_000  # GloVe files list frequent words first; 840B has 2.2M rows (2.6 GB as float32)
@@ -33,8 +35,6 @@ class WordPieceSpace:
     format = "wordpiece"
 
     def __init__(self, encoder) -> None:
-        from bench.privacy.mechanisms import embedding_table, regular_token_ids
-
         if getattr(encoder, "tokenizer", None) is None:
             raise BenchError(f"token-level mechanisms need a WordPiece encoder (minilm or a hub id), "
                              f"not '{encoder.name}'.")
@@ -44,8 +44,6 @@ class WordPieceSpace:
 
     def client_ids(self, texts, rng: np.random.Generator | None = None) -> list[np.ndarray]:
         """Each text's regular WordPiece ids."""
-        from bench.privacy.mechanisms import client_token_ids
-
         return client_token_ids(self.encoder, texts)
 
     def render(self, ids: list[np.ndarray]) -> list[np.ndarray]:
@@ -94,6 +92,11 @@ class WordVectorSpace:
 def token_space(encoder, vectors: str = ""):
     """The WordPiece space of ``encoder``, or the word space of the vector file ``vectors``."""
     return WordVectorSpace(vectors) if vectors else WordPieceSpace(encoder)
+
+
+def space_of(ref: SpaceRef, encoder):
+    """The space a release names, rebuilt from public facts (the encoder's table, or the vector file)."""
+    return token_space(encoder, ref.vectors if ref.format == "words" else "")
 
 
 @functools.lru_cache(maxsize=2)

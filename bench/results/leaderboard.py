@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.core.errors import BenchError
+from bench.core.files import atomic_writer, output_file
+from bench.results.migrations import SERVER_DEFAULTS
 from bench.results.record import ResultRecord, current
 from bench.results.store import CorruptLine, ResultStore
 
@@ -26,8 +29,6 @@ def format_args(args: dict) -> str:
 
 def server_changes(server: dict) -> dict:
     """The server options that differ from their defaults (all of them are in the spec and its hash)."""
-    from bench.results.migrations import SERVER_DEFAULTS
-
     return {k: v for k, v in server.items() if SERVER_DEFAULTS.get(k, object()) != v}
 
 
@@ -113,9 +114,6 @@ def _std(values) -> float:
 def summarize(store: ResultStore) -> tuple[Path, int, list[CorruptLine]]:
     """Write the leaderboard; returns (path, rows written, corrupt lines skipped). A store with nothing to read (no
     cell ran into it) is refused, as ``bench report`` refuses it, rather than given an empty leaderboard."""
-    from bench.core.errors import BenchError
-    from bench.core.files import atomic_writer, output_file
-
     path = output_file(store.leaderboard_path, "the leaderboard")  # a folder there, or no write access: said first
     records, problems = store.read()
     if not records and not problems:

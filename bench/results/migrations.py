@@ -43,7 +43,7 @@ _LOCAL = re.compile(r"^(?:local:|offline )(.+)$")  # the path forms sources had 
 def portable_source(source: str, data_root: str | Path | None = None) -> str:
     """``source`` with an absolute path under the offline data folder replaced by ``data:<path in the folder>``.
 
-    ``data_root`` is the folder the cell read (``bench.data.examples.data_dir()``); without it (a stored record),
+    ``data_root`` is the folder the cell read (``bench.core.examples.data_dir()``); without it (a stored record),
     the path's last ``data`` folder is taken as the root, which is what every layout documented in
     docs/data.md gives. Other sources (``hub:...``, ``synthetic:...``, a file outside the folder) are kept."""
     match = _LOCAL.match(source) if isinstance(source, str) else None

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bench.core.errors import BenchError
-from bench.core.registry import NAME
+from bench.core.registry import ATTACKS, DEFENSES, NAME, TASKS
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.spec import RunSpec
+from bench.core.versions import code_version_numbers, version_numbers
 from bench.results.migrations import SCHEMA_VERSION, migrate
 
 VERSION = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*@[0-9]+$")  # a component's version as records keep it
@@ -144,11 +144,6 @@ class ResultRecord(BaseModel):
         return bool(self.spec.get("smoke")) or SMOKE_NOTE in self.notes
 
 
-def version_numbers(versions) -> tuple[int, ...]:
-    """The numbers of ``name@N`` versions, in order (0 for one that names no number)."""
-    return tuple(int(n) if (n := v.rpartition("@")[2]).isdigit() else 0 for v in versions)
-
-
 def current(records: list[ResultRecord]) -> list[ResultRecord]:
     """The records of each configuration's newest component versions, in their order, as far as the code still
     stands behind them (``superseded``): a record whose task or defense runs at a newer version now is left out, and
@@ -178,9 +173,6 @@ def superseded(record: ResultRecord) -> set[str]:
     """The components (``task``, ``defense``, ``attack``) that a registered component now runs at a newer version
     than the record's: the cell awaits a re-run, and no figure of those parts is shown. A component that is not
     registered, or whose version the record does not name, supersedes nothing."""
-    from bench.core.registry import ATTACKS, DEFENSES, TASKS
-    from bench.engine.runner import code_version_numbers  # the engine imports this module
-
     registered = tuple(len(r._items) for r in (TASKS, DEFENSES, ATTACKS))  # a later registration is a new answer
     code = code_version_numbers(json.dumps(record.spec, sort_keys=True, default=str), registered)
     if code is None:
@@ -192,9 +184,6 @@ def superseded(record: ResultRecord) -> set[str]:
 def still_valid(record: ResultRecord, metric: str) -> bool:
     """Whether the attack's current version declares ``metric`` (``privacy/<attack>/<name>`` or ``random/...``)
     unchanged since the record's version (``Attack.stable``)."""
-    from bench.core.errors import BenchError
-    from bench.core.registry import ATTACKS
-
     prefix, _, rest = metric.partition("/")
     attack, _, name = rest.partition("/")
     try:

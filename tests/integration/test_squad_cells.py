@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from bench.engine.runner import make_spec, run_cell
 from tasks.squad import FILE, SQuAD, squad_scores
 

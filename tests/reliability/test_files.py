@@ -88,7 +88,7 @@ def test_summarize_of_a_mistyped_folder_creates_nothing(tmp_path):
 
 
 def test_unwritable_cache_warns_once_and_runs(tmp_path, monkeypatch, capsys):
-    import bench.models.cache as cache
+    import bench.core.cache as cache
 
     blocker = tmp_path / "cache-is-a-file"
     blocker.write_text("")
@@ -104,7 +104,7 @@ def test_unwritable_cache_warns_once_and_runs(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("content", [b"", b"\x93NUMPY garbage", b"not numpy at all"])
 def test_corrupt_cached_feature_is_a_miss(tmp_path, content):
-    from bench.models.cache import FeatureCache
+    from bench.core.cache import FeatureCache
 
     store = FeatureCache(tmp_path)
     store.put("enc", "k", np.arange(4, dtype=np.float32))
@@ -136,7 +136,7 @@ def test_zero_byte_cached_features_are_recomputed_end_to_end(tiny_data, results,
 
 
 def test_unwritable_cache_gives_adaptation_a_scratch_folder(tmp_path, monkeypatch, capsys):
-    import bench.models.cache as cache
+    import bench.core.cache as cache
 
     blocker = tmp_path / "cache-is-a-file"
     blocker.write_text("")
@@ -152,8 +152,8 @@ def test_unwritable_cache_gives_adaptation_a_scratch_folder(tmp_path, monkeypatc
 def test_empty_folder_variables_mean_the_defaults(monkeypatch, tmp_path):
     """BENCH_DATA_DIR= and BENCH_CACHE_DIR= (set but empty, as a shell leaves them) are the defaults, not the
     current folder (a run read the working directory as its data folder before)."""
-    from bench.data.examples import data_dir
-    from bench.models.cache import cache_root
+    from bench.core.cache import cache_root
+    from bench.core.examples import data_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("BENCH_DATA_DIR", "")

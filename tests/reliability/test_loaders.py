@@ -121,7 +121,7 @@ def test_the_schema_check_holds_for_any_task(tmp_path):
     import numpy as np
 
     from bench import Examples, TaskData
-    from bench.data.examples import check_task_data
+    from bench.core.examples import check_task_data
 
     class Binary:
         registry_name, num_labels = "plugin-task", 2

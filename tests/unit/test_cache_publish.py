@@ -10,8 +10,8 @@ import threading
 import numpy as np
 
 import bench.core.files as files
+from bench.core.cache import FeatureCache
 from bench.core.files import atomic_directory
-from bench.models.cache import FeatureCache
 
 
 def test_a_builder_that_loses_the_race_between_check_and_rename_keeps_the_winners_copy(tmp_path, monkeypatch):

@@ -86,8 +86,8 @@ def test_mimic_folder_without_the_three_files_is_one_sentence(tmp_path):
 
 
 def test_clinical_task_spans_and_rewrite_label():
+    from bench.core.examples import Examples, TaskData
     from bench.core.registry import TASKS
-    from bench.data.examples import Examples, TaskData
 
     task = TASKS.get("clinical-spl")()
     text = "Ann Lee ms Ann Lee has asthma ."

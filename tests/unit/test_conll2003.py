@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.data.examples import data_dir
+from bench.core.examples import data_dir
 from tasks.conll2003 import (
     TAG_ID,
     TAGS,
@@ -33,11 +33,11 @@ def encoder_like():
     """minilm's (fast) WordPiece tokenizer with the encoder's token_ids, without loading the model."""
     from transformers import AutoTokenizer
 
-    from bench.models.encoders import Encoder, _locate
+    from bench.models.encoders import Encoder, locate
 
     class Shim:
         max_length = 128
-        tokenizer = AutoTokenizer.from_pretrained(_locate("minilm")[0])
+        tokenizer = AutoTokenizer.from_pretrained(locate("minilm")[0])
         token_ids = Encoder.token_ids
 
     return Shim()

@@ -13,8 +13,8 @@ import torch
 
 from bench import ATTACKS, BenchError
 from bench.core.params import build_component
+from bench.models.gradient_inversion import MatchingSettings, run_attacks, success
 from bench.models.training import TrainingConfig, initial_head, loss_fn
-from bench.privacy.gradient_inversion import MatchingSettings, run_attacks, success
 
 SETTINGS = MatchingSettings(steps=300)
 TEXTHIDE_HEAD = TrainingConfig(activation="tanh", head_layers=2)  # TextHide's head: dense-tanh layers, then out

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from bench import KNOWLEDGE, Attack, BenchError, Metric, PublicKnowledge, ReleaseKind
+from bench.core.examples import Examples, TaskData
 from bench.core.registry import ATTACKS
-from bench.data.examples import Examples, TaskData
 from bench.engine import runner
+from bench.engine.cell import cell_context
 from bench.engine.knowledge import knowledge_for, public_of
 from tests.conftest import write_tiny_glue
 
@@ -72,7 +73,7 @@ def test_a_token_only_the_attacked_split_holds_comes_only_through_the_release(tm
     monkeypatch.setenv("BENCH_DATA_DIR", str(root))
     spec = runner.make_spec("sst2", "dchi-text", "inversion", defense_args={"eta": 5}, n_train=200, n_eval=60,
                             device="cpu")
-    context, defense, wanted, protocol = runner.cell_context(spec, client_only=True)
+    context, defense, wanted, protocol = cell_context(spec, client_only=True)
     output = run_protocol(protocol, defense, context, context.task.server(spec, context.training))
     release = output.release(wanted)
     attack_cls = ATTACKS.get("inversion")
@@ -95,9 +96,9 @@ def test_a_token_only_the_attacked_split_holds_comes_only_through_the_release(tm
 
 
 def test_the_task_keeps_the_rest_of_its_training_file_as_public_text_and_samples_as_before(tiny_data):
+    from bench.core.examples import sample_indices
     from bench.core.registry import TASKS
     from bench.core.seeding import numpy_generator
-    from bench.data.examples import sample_indices
 
     data = TASKS.get("sst2")().load(100, 40, 3)
     assert data.public and not set(data.public) & set(data.train.texts) and not set(data.public) & set(data.eval.texts)
@@ -117,7 +118,7 @@ def test_the_client_only_part_releases_the_evaluation_split_as_a_full_run_does(t
                             training_args={"epochs": 1})
     releases = []
     for client_only in (False, True):
-        context, mechanism, wanted, protocol = runner.cell_context(spec, client_only=client_only)
+        context, mechanism, wanted, protocol = cell_context(spec, client_only=client_only)
         output = run_protocol(protocol, mechanism, context, context.task.server(spec, context.training))
         releases.append(output.release(wanted).data)
     full, alone = releases

@@ -13,7 +13,7 @@ import torch
 from bench import BenchError
 from bench.data.public_corpus import held_out, public_corpus
 from bench.models.adaptation import AdaptationConfig, adaptation_key, soft_mlm_loss
-from bench.models.mlm import apply_mask, bert_mask
+from bench.models.masked_lm import apply_mask, bert_mask
 
 REGULAR = np.arange(1000, 2000)  # stand-in regular ids; everything else is "special"
 
@@ -113,6 +113,7 @@ def test_masking_replaces_only_the_chosen_positions_as_told():
 
 def test_masked_token_accuracy_masks_regular_tokens_only(tiny_bert, monkeypatch):
     import bench.models.mlm as mlm_module
+    from bench.models import masked_lm
 
     mlm = mlm_module.load_mlm(tiny_bert)
     seen = {}
@@ -121,9 +122,9 @@ def test_masked_token_accuracy_masks_regular_tokens_only(tiny_bert, monkeypatch)
         seen.update(rows=rows, where=where)
         return [np.zeros(len(w), dtype=np.int64) for w in where]
 
-    monkeypatch.setattr(mlm_module, "top1_at", record)
+    monkeypatch.setattr(masked_lm, "top1_at", record)
     texts = ["the [UNK] cat sat on the mat ," * 30, "a dog barked at 3 cars today .", "[MASK] [SEP] [CLS]"]
-    assert mlm_module.masked_token_accuracy(mlm, texts, max_length=300) == 0.0
+    assert masked_lm.masked_token_accuracy(mlm, texts, max_length=300) == 0.0
     originals = mlm.tokenizer(texts[:2], truncation=True, max_length=300)["input_ids"]
     assert len(seen["rows"]) == 2  # the third text has no regular token: nothing to predict
     assert [len(w) for w in seen["where"]] == [20, 1]  # the cap (15% of ~210 is 31); 15% of 8 tokens rounds to 1

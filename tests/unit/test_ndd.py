@@ -1,4 +1,4 @@
-"""NDD (bench.privacy.ndd): the batched scorer equals the plain loop, and its definition's edge cases.
+"""NDD (bench.models.ndd): the batched scorer equals the plain loop, and its definition's edge cases.
 
 Plumbing on a tiny random model: a 2-layer, 32-dimensional BertForMaskedLM with random weights (a wide
 initialisation so that masked distributions differ clearly between sentences; float64 so that the 1e-6
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench import BenchError
-from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, ndd_select, unchanged_positions
+from bench.models.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, ndd_select, unchanged_positions
 
 from .tiny_models import tiny_masked_lm
 
@@ -150,7 +150,7 @@ def test_bad_input_raises_one_sentence(tiny_mlm, call, message):
 
 
 def test_duplicates_run_once_and_the_span_itself_scores_exactly_zero(tiny_mlm, monkeypatch):
-    import bench.privacy.ndd as ndd
+    import bench.models.ndd as ndd
 
     original = ids(tiny_mlm, "he met them in paris yesterday")
     rome, york = ids(tiny_mlm, "rome"), ids(tiny_mlm, "new york city")

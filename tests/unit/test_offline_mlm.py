@@ -96,8 +96,8 @@ def test_trains_every_layer_once_then_loads_from_cache(tiny_bert, corpus, monkey
 def test_a_second_process_waits_for_the_first_and_does_not_train(tiny_bert, corpus, monkeypatch):
     from filelock import FileLock
 
+    from bench.core.cache import cache_root
     from bench.models import offline_mlm
-    from bench.models.cache import cache_root
 
     recipe = offline_mlm.MLMRecipe(encoder=tiny_bert, steps=1)
     key = offline_mlm.mlm_key(recipe, "hash-1")
@@ -220,8 +220,8 @@ def test_an_interrupted_run_resumes_to_the_same_weights_bit_for_bit(tiny_bert, m
 
 
 def test_an_interrupted_further_pretraining_continues_and_leaves_no_partial_state(tiny_bert, monkeypatch, tmp_path):
+    from bench.core.cache import cache_root
     from bench.models import further_pretraining, offline_mlm
-    from bench.models.cache import cache_root
     from bench.models.mlm import load_mlm
 
     budget = further_pretraining.PretrainingBudget(mlm=tiny_bert, steps=4, batch_size=4, seq_len=16)

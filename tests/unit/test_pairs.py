@@ -6,8 +6,8 @@ import json
 import numpy as np
 import torch
 
-from bench.data.examples import Examples, TaskData, as_text, flatten_segments
-from bench.models.cache import texts_key
+from bench.core.cache import texts_key
+from bench.core.examples import Examples, TaskData, as_text, flatten_segments
 from bench.models.encoders import MockEncoder, fit_pair
 from bench.models.training import targets_for
 

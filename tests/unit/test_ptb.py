@@ -8,8 +8,8 @@ from nltk import Tree
 
 from bench import BenchError
 from bench.core.evalb import evalb, plain_label, strip_traces, tree_brackets
+from bench.core.examples import data_dir
 from bench.core.spans import Edit, Span, apply_edits
-from bench.data.examples import data_dir
 from bench.models.chart import cky
 from tasks.conll2003 import Alignment
 from tasks.ptb import (
@@ -154,7 +154,7 @@ def test_ptb20_holds_every_sentence_of_at_most_20_words_of_each_split():
 
 
 def data_of(*labels: str):
-    from bench.data.examples import Examples, TaskData
+    from bench.core.examples import Examples, TaskData
 
     array = np.empty(len(labels), dtype=object)
     array[:] = labels
@@ -266,11 +266,11 @@ def encoder_like():
     """minilm's (fast) WordPiece tokenizer with the encoder's token_ids, without loading the model."""
     from transformers import AutoTokenizer
 
-    from bench.models.encoders import Encoder, _locate
+    from bench.models.encoders import Encoder, locate
 
     class Shim:
         max_length = 128
-        tokenizer = AutoTokenizer.from_pretrained(_locate("minilm")[0])
+        tokenizer = AutoTokenizer.from_pretrained(locate("minilm")[0])
         token_ids = Encoder.token_ids
 
     return Shim()

@@ -18,7 +18,7 @@ def fixed_revision(monkeypatch):
     """The encoder's revision pinned, so keys do not move with the installed encoder package."""
     import bench.models.encoders as encoders
 
-    monkeypatch.setattr(encoders, "_locate", lambda name: ("/nonexistent", "rev-1"))
+    monkeypatch.setattr(encoders, "locate", lambda name: ("/nonexistent", "rev-1"))
 
 
 def test_real_runs_keep_the_keys_they_had(fixed_revision):
@@ -98,7 +98,7 @@ def test_one_process_keeps_smoke_and_real_mlms_apart(monkeypatch):
 def test_a_smoke_rewrite_is_cached_apart_and_a_real_one_keyed_as_before(monkeypatch, tmp_path):
     import numpy as np
 
-    import bench.models.cache as cache
+    import bench.core.cache as cache
     from bench.engine.spans import cached_rewrite
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))

@@ -118,7 +118,7 @@ def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm
     assert all(e[0].words != ("peter", "blackburn") for e in edits)
     assert chosen.stats["ndd_chosen_mean"] <= chosen.stats["ndd_first_candidate_mean"]
     # the kept candidate is the argmin of NDD among what was drawn: recompute for the first sentence
-    from bench.privacy.ndd import ndd_scores
+    from bench.models.ndd import ndd_scores
 
     tokenizer = patched_mlm.tokenizer
     encode = lambda words: np.asarray(tokenizer(list(words), is_split_into_words=True,  # noqa: E731
@@ -134,7 +134,7 @@ def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm
 def test_ndd_mlm_runs_at_its_own_precision_and_the_cell_keeps_its_own(patched_mlm, monkeypatch, cell, setting,
                                                                       expected):
     from bench.models import encoders
-    from bench.privacy import ndd as metric
+    from bench.models import ndd as metric
     from defenses.ndd import NDDDistortion
 
     seen, plain = [], metric._log_probs_at
@@ -209,7 +209,7 @@ SENTENCES = ("yesterday it rained all day in brussels .", "then peter blackburn 
     ({"scope": "sentence"}, " ".join(SENTENCES), Span(9, 11, "PER"), SENTENCES[1], (1, 3)),
 ])
 def test_ndd_scores_a_window_or_the_sentence_as_if_it_stood_alone(patched_mlm, args, words, span, alone, inside):
-    from bench.privacy.ndd import ndd_scores
+    from bench.models.ndd import ndd_scores
     from defenses.ndd import NDDDistortion, _Pieces
 
     options = [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]
@@ -477,7 +477,7 @@ def test_ndd_progress_counts_each_span_as_the_square_of_its_pieces_and_a_resumed
     assert bars[2] == {"total": sum(work), "start": work[0] + work[1], "updates": [work[0] + work[1], sum(work[:3])]}
 
 
-@pytest.mark.skipif(not __import__("bench.data.examples", fromlist=["data_dir"]).data_dir().joinpath(
+@pytest.mark.skipif(not __import__("bench.core.examples", fromlist=["data_dir"]).data_dir().joinpath(
     "conll2003", "eng.train").is_file(), reason="CoNLL-2003 files missing")
 def test_substitution_draws_from_public_text_by_default_and_from_the_client_only_when_asked():
     """No released substitute is an entity string of the client's training split unless public text holds it too;

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bench import BenchError, Examples, TaskData
+from bench.core.examples import data_dir
 from bench.core.spans import Edit, Span, apply_edits
-from bench.data.examples import data_dir
 from tasks.squad import (
     FILE,
     TRAIN_ARTICLES,
@@ -173,11 +173,11 @@ def encoder_like():
     """minilm's (fast) WordPiece tokenizer, without loading the model."""
     from transformers import AutoTokenizer
 
-    from bench.models.encoders import Encoder, _locate
+    from bench.models.encoders import Encoder, locate
 
     class Shim:
         max_length = 128
-        tokenizer = AutoTokenizer.from_pretrained(_locate("minilm")[0])
+        tokenizer = AutoTokenizer.from_pretrained(locate("minilm")[0])
         token_ids = Encoder.token_ids
 
     return Shim()

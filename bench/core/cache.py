@@ -12,6 +12,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from bench.core.files import atomic_writer
+
 
 def cache_root() -> Path:
     """``$BENCH_CACHE_DIR`` when set and not empty, else ``~/.cache/bench``."""
@@ -74,8 +76,6 @@ class FeatureCache:
 
     def put(self, namespace: str, key: str, array: np.ndarray) -> None:
         """Store ``array`` atomically (write a temporary file, then rename)."""
-        from bench.core.files import atomic_writer
-
         try:
             with atomic_writer(self._path(namespace, key), "wb") as handle:
                 np.save(handle, array, allow_pickle=False)
