@@ -78,8 +78,14 @@ def progress_bar(description: str, total: float, completed: float = 0.0, enabled
         yield update
         update(None)  # the step ended: its last line, if it printed any
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
                MofNCompleteColumn() if unit and total >= 1 and float(total).is_integer() else

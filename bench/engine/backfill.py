@@ -24,7 +24,6 @@ from bench.core.files import atomic_writer
 from bench.core.params import build_component
 from bench.core.registry import TASKS
 from bench.engine.runner import majority_reference
-from bench.results.record import ResultRecord
 
 BACKFILLED = "bench backfill: computed afterwards from the cell's data (data hash checked)"
 

@@ -47,7 +47,7 @@ from bench.core.spec import RunSpec
 from bench.core.versions import compatible_kind, component_versions
 from bench.engine import protocols
 from bench.engine.cell import cell_context
-from bench.models.training import TrainingConfig, initial_head
+from bench.models.training import initial_head
 from bench.results.release_store import FORMAT, CorruptEntry, ReleaseStore, pack, unpack
 from bench.results.store import ResultStore
 

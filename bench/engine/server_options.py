@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from bench.core.options import PRETRAINING_PREFIXES, Adaptation, Pretraining, ServerSettings, server_args
 from bench.core.params import require
 from bench.data.public_corpus import check_corpus_name
-from bench.models.adaptation import OBJECTIVES
+from bench.models.adaptation import OBJECTIVES, AdaptationConfig
+from bench.models.further_pretraining import PretrainingBudget
 from bench.models.mlm import check_mlm_name
 
 
@@ -62,7 +63,6 @@ class ServerOptions(Pretraining, Adaptation):
         """The adaptation budget (``bench.models.adaptation.AdaptationConfig``), or None."""
         if not self.adapt:
             return None
-
         return AdaptationConfig(self.adapt, self.adapt_steps, self.adapt_batch_size, self.adapt_lr,
                                 corpus=self.adapt_corpus)
 

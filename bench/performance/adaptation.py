@@ -13,6 +13,12 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
+from bench.core.params import require
+from bench.data.public_corpus import public_corpus
+from bench.engine.protocols import public_token_mechanism
+from bench.models.adaptation import OBJECTIVES, AdaptationConfig, Pretraining, adaptation_key
+from bench.performance.mechanisms import build_mechanisms
+
 PRIVATIZE_TARGET = 0.2  # the mechanism may take at most this share of a pretraining step
 DEFAULT_DEFENSES = ("dchi-token", "dchi-text", "santext", "santext-plus")
 CORPUS_SIZE = 2000  # public sentences the timed batches are drawn from
@@ -21,14 +27,9 @@ CORPUS_SIZE = 2000  # public sentences the timed batches are drawn from
 def time_adaptation(defense, objective: str, steps: int, batch_size: int, encoder: str = "minilm",
                     seed: int = 0, warmup: int = 1) -> dict[str, Any]:
     """Seconds, sequences/s and privatization share of ``steps`` pretraining steps after ``warmup`` steps."""
-    from bench.data.public_corpus import public_corpus
-    from bench.models.adaptation import AdaptationConfig, Pretraining, adaptation_key
-
     config = AdaptationConfig(objective, steps=steps + warmup, batch_size=batch_size, corpus_size=CORPUS_SIZE,
                               seed=seed)
     sentences, _, corpus_hash = public_corpus(config.corpus, None, config.corpus_size, seed)
-    from bench.engine.protocols import public_token_mechanism
-
     mechanism = public_token_mechanism(defense)
     run = Pretraining(mechanism, encoder, config, sentences, adaptation_key(encoder, mechanism.identity(), config,
                                                                              corpus_hash))
@@ -50,10 +51,6 @@ def run_adaptation_perf(names: Sequence[str] | None, objectives: Sequence[str] |
                         steps: int, batch_size: int, encoder: str, seed: int, warmup: int = 1,
                         progress: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
     """Time every (mechanism, objective) pair; bad names and values are one-sentence errors."""
-    from bench.core.params import require
-    from bench.models.adaptation import OBJECTIVES
-    from bench.performance.mechanisms import build_mechanisms
-
     require(steps >= 1, f"--steps must be >= 1, got {steps}.")
     require(warmup >= 1, f"--warmup must be >= 1, got {warmup}.")
     require(batch_size >= 1, f"--batch-size must be >= 1, got {batch_size}.")

@@ -27,7 +27,18 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from bench.core.components import RepresentationDefense, SpanDefense, TokenDefense
 from bench.core.errors import BenchError
+from bench.core.files import write_text_atomic
+from bench.core.jsontext import strict_json
+from bench.core.params import build_component, component_args
+from bench.core.registry import DEFENSES, TASKS
+from bench.core.seeding import numpy_generator
+from bench.models.generators import torch_generator
+from bench.models.loading import load_encoder
+from bench.privacy.mechanisms import cached_build, candidate_rows, candidate_sq_norms
+from bench.privacy.search import BACKENDS
+from bench.privacy.token_space import space_of, token_space
 
 TARGET_RATIO = 3.0  # a search mechanism within 3x of the float32 ceiling meets the target
 QUERY_BLOCK = 1024  # queries per matrix product when measuring throughput (a search works in blocks)
@@ -152,14 +163,10 @@ def mechanism_classes() -> dict[str, type]:
     which ``bench perf --ndd`` measures). Sentence level: subclasses of
     ``RepresentationDefense`` that override a hide method (the identity ``none`` is left out).
     """
-    from bench.core.registry import DEFENSES
-
     return {name: DEFENSES.get(name) for name in DEFENSES.names() if _default_mechanism(DEFENSES.get(name))}
 
 
 def _level(cls: type) -> str | None:
-    from bench.core.components import RepresentationDefense, SpanDefense, TokenDefense
-
     if issubclass(cls, SpanDefense):  # rewrites declared spans, then releases tokens as they are (perf --ndd)
         return None
     if issubclass(cls, TokenDefense) and not issubclass(cls, RepresentationDefense):
@@ -170,8 +177,6 @@ def _level(cls: type) -> str | None:
 
 
 def _default_mechanism(cls: type) -> bool:
-    from bench.core.components import RepresentationDefense
-
     level = _level(cls)
     if level == "sentence":
         hides = ("hide", "hide_batch", "hide_inference")
@@ -184,9 +189,6 @@ def build_mechanisms(names: Sequence[str] | None, defense_args: str = "") -> lis
 
     Raises ``BenchError`` for an unknown name, bad arguments, or a defense that is no mechanism.
     """
-    from bench.core.params import build_component
-    from bench.core.registry import DEFENSES
-
     names = list(dict.fromkeys(names)) if names else list(mechanism_classes())
     if defense_args and len(names) != 1:
         raise BenchError(f"--defense-args applies to one defense; name exactly one with --defense "
@@ -203,9 +205,6 @@ def build_mechanisms(names: Sequence[str] | None, defense_args: str = "") -> lis
 
 def fixed_batch(sentences: int, seed: int = 0) -> list[str]:
     """The first ``sentences`` of SST-2's training split, sampled by the task with ``seed``."""
-    from bench.core.params import build_component
-    from bench.core.registry import TASKS
-
     if sentences < 1:
         raise BenchError(f"--sentences must be at least 1, got {sentences}.")
     task = build_component(TASKS.get(TASK), {})
@@ -214,9 +213,6 @@ def fixed_batch(sentences: int, seed: int = 0) -> list[str]:
 
 def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, seed: int = 0) -> Timing:
     """Time the defense's mechanism: ``fit`` once and ``privatize`` on every sentence of ``ids`` (tokens/s)."""
-    from bench.core.params import component_args
-    from bench.core.seeding import numpy_generator
-
     mechanism = defense.token_mechanism()
     searched_before = _search_counts(space)
     start = time.perf_counter()
@@ -238,10 +234,8 @@ def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, se
 
 def _search_counts(space) -> dict[str, int]:
     """Answers so far per stage of the nearest-token search built for ``space`` (empty if none was built)."""
-    from bench.privacy.mechanisms import _BUILT
-
-    hit = _BUILT.get(("search", id(space.table), id(space.candidates)))
-    return dict(hit[2].stats.by_stage) if hit is not None else {}
+    search = cached_build("search", space.table, space.candidates)
+    return dict(search.stats.by_stage) if search is not None else {}
 
 
 def _search_backend(before: dict[str, int], after: dict[str, int]) -> str | None:
@@ -296,8 +290,6 @@ def exponential_floor(mechanism, ids: list[np.ndarray], space, rng: np.random.Ge
     """
     import torch
 
-    from bench.privacy.mechanisms import candidate_rows, candidate_sq_norms
-
     sensitive = getattr(mechanism, "sensitive", None)
     if sensitive is None or not hasattr(mechanism, "eps"):
         return None
@@ -321,9 +313,6 @@ def time_sentence_mechanism(defense, features: np.ndarray, repeats: int, seed: i
     """Time ``defense.setup`` once and ``defense.hide_inference`` on all ``features`` (sentences/s)."""
     import torch
 
-    from bench.core.params import component_args
-    from bench.models.generators import torch_generator
-
     name = type(defense).registry_name
     reps = torch.from_numpy(features)
     start = time.perf_counter()
@@ -343,10 +332,6 @@ def run_perf(
     progress: Callable[[str], None] = lambda message: None,
 ) -> PerfReport:
     """Measure matrix-product throughput and time every selected mechanism on the fixed batch."""
-    from bench.core.seeding import numpy_generator
-    from bench.models.loading import load_encoder
-    from bench.privacy.token_space import token_space
-
     if sentences < 1 or repeats < 1:
         raise BenchError(f"--sentences and --repeats must be at least 1, got {sentences} and {repeats}.")
     mechanisms = build_mechanisms(defenses, defense_args)
@@ -365,7 +350,7 @@ def run_perf(
         if _level(type(defense)) == "token":
             key = defense.token_space().vectors  # a word-vector file is its own token space
             if key not in spaces:
-                space = defense.token_space().build(encoder)
+                space = space_of(defense.token_space(), encoder)
                 spaces[key] = space, space.client_ids(texts, numpy_generator(seed, "perf-oov"))
             timings.append(time_token_mechanism(defense, spaces[key][1], spaces[key][0], repeats, seed))
         else:
@@ -395,8 +380,6 @@ def throughput(vocabulary: int, dim: int) -> dict[str, float | None]:
 
 def int8_gflops(rows: int, inner: int, cols: int, repeats: int = 10) -> float | None:
     """Best GFLOP/s of the certified search's int8 product (fbgemm, bench.privacy.search), None if unusable."""
-    from bench.privacy.search import BACKENDS
-
     generator = np.random.default_rng(0)
     try:
         backend = BACKENDS["int8"](generator.standard_normal((cols, inner)).astype(np.float32))
@@ -477,9 +460,6 @@ def _timing_dict(report: PerfReport, timing: Timing) -> dict[str, Any]:
 
 def write_json(report: PerfReport, path: Path) -> None:
     """Write ``report_dict(report)`` to ``path`` (parents created; atomically)."""
-    from bench.core.files import write_text_atomic
-    from bench.core.jsontext import strict_json
-
     write_text_atomic(path, strict_json(report_dict(report), indent=2) + "\n")  # NaN and infinity as null
 
 

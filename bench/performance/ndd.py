@@ -34,6 +34,19 @@ from typing import Any, Callable
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.examples import data_dir
+from bench.core.seeding import numpy_generator
+from bench.models.encoders import on_device
+from bench.models.mlm import load_mlm
+from bench.models.ndd import (
+    OriginalDistributions,
+    masked_log_probs,
+    ndd_scores,
+    ndd_scores_loop,
+    ndd_select,
+    prefilled_rows,
+)
+from bench.performance.mechanisms import machine_info
 
 TARGET_SPEEDUP = 10.0  # batched candidates/s must be at least this many times the plain loop's
 CONLL_FILE = ("conll2003", "eng.train")
@@ -66,9 +79,6 @@ def entities(tags: list[str]) -> list[tuple[str, int, int]]:
 
 def ndd_workload(mlm, sentences: int, candidates: int, seed: int = 0) -> list[dict[str, Any]]:
     """``sentences`` items {ids, span, candidates} drawn from CoNLL-03 train (see the module docstring)."""
-    from bench.core.seeding import numpy_generator
-    from bench.data.examples import data_dir
-
     corpus = read_conll(data_dir().joinpath(*CONLL_FILE))
     found = [entities(tags) for _, tags in corpus]
     forms: dict[str, dict[tuple[str, ...], None]] = {}  # distinct surface forms per entity type, in corpus order
@@ -109,8 +119,6 @@ def forward_ceiling(mlm, items: list, batch_size: int) -> dict[str, float]:
     sorted by length so that padding is small. The vocabulary projection runs at the masked position only, with no
     bookkeeping. Every full batch runs once; a partial last batch is left out.
     """
-    from bench.privacy.ndd import masked_log_probs
-
     mask_id = mlm.tokenizer.mask_token_id
     copies = []
     for item in items:
@@ -136,8 +144,6 @@ def _masked_rows(items: list) -> int:
 
 def _batch(copies: list, mask_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows (padded with -1) and masked columns of a batch of ``(frame, column)`` copies."""
-    from bench.privacy.ndd import prefilled_rows
-
     where = np.array([column for _, column in copies])
     rows = prefilled_rows([frame for frame, _ in copies], list(where), [np.array([mask_id])] * len(copies))
     return rows, where
@@ -148,11 +154,6 @@ def run_ndd_perf(encoder: str = "minilm", sentences: int = 200, loop_sentences: 
                  progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Time the batched NDD scorer and the plain loop on the CoNLL-03 workload; return the figures."""
     import torch
-
-    from bench.models.encoders import on_device
-    from bench.models.mlm import load_mlm
-    from bench.performance.mechanisms import machine_info
-    from bench.privacy.ndd import OriginalDistributions, ndd_scores, ndd_scores_loop, ndd_select
 
     if sentences < 1 or candidates < 1 or loop_sentences < 0:
         raise BenchError(f"need at least one sentence and one candidate, got {sentences} and {candidates}.")

@@ -64,6 +64,12 @@ _BUILT: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray, object]] = {}
 CACHED_BUILDS = 12  # (kind, table, candidates) entries kept between calls
 
 
+def cached_build(kind: str, table: np.ndarray, candidates: np.ndarray) -> object | None:
+    """What ``kind`` built for this table and candidate set, if it is still cached (else None)."""
+    hit = _BUILT.get((kind, id(table), id(candidates)))
+    return hit[2] if hit is not None and hit[0] is table and hit[1] is candidates else None
+
+
 def _built_once(kind: str, table: np.ndarray, candidates: np.ndarray, build):
     """``build()`` for this (table, candidates) pair of arrays, kept between calls.
 

@@ -51,11 +51,17 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.files import atomic_writer
+from bench.core.journal import Journal
+from bench.core.jsontext import readable_json
 from bench.core.params import build_component
 from bench.core.progress import track
 from bench.core.registry import DEFENSES
 from bench.core.seeding import numpy_generator
+from bench.engine.provenance import git_sha
+from bench.models.loading import load_encoder
 from bench.privacy.mechanisms import dchi_token_text, exponential_sample
+from bench.privacy.token_space import WordPieceSpace
 
 DEFAULT_TOKENS = 200  # a seeded vocabulary sample: every regular token (--tokens all) costs ~150x more
 DEFAULT_TRIALS = 1000  # perturbations of each token at each eta (T)
@@ -188,8 +194,6 @@ def perturbation_statistics(
     """
     import hashlib
 
-    from bench.core.journal import Journal
-
     perturb = MECHANISMS[mechanism]
     per_call = max(1, chunk_queries // trials)
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -305,9 +309,6 @@ class TokenSpace:
 
 def load_space(encoder_name: str) -> TokenSpace:
     """The encoder's WordPiece table and regular token ids (special tokens are never inputs or outputs)."""
-    from bench.models.loading import load_encoder
-    from bench.privacy.token_space import WordPieceSpace
-
     encoder = load_encoder(encoder_name)
     space = WordPieceSpace(encoder)
     return TokenSpace(space.table, space.candidates, str(encoder.revision),
@@ -477,9 +478,6 @@ def report_path(root: Path | str, encoder: str, mechanism: str = DEFAULT_MECHANI
 
 def write_report(report: dict[str, Any], path: Path) -> Path:
     """Write the report atomically: a temporary file in the same folder, fsynced, then renamed."""
-    from bench.core.files import atomic_writer
-    from bench.core.jsontext import readable_json
-
     path = Path(path)
     with atomic_writer(path) as stream:
         stream.write(readable_json(report) + "\n")  # per-token arrays on one line each, not one number per line
@@ -546,8 +544,6 @@ def _duration(seconds: float) -> str:
 
 def _versions() -> dict[str, str]:
     import bench
-    from bench.engine.provenance import git_sha
-
     found = {"bench": bench.__version__, "git_sha": git_sha(), "numpy": np.__version__}
     for module in ("torch", "transformers", "faiss"):
         try:

@@ -84,7 +84,10 @@ from typing import Any, Iterable
 
 from bench.core.errors import BenchError
 from bench.core.files import atomic_writer
-from bench.results.record import ResultRecord
+from bench.results.leaderboard import ci95_half_width
+from bench.results.record import ResultRecord, current
+from bench.results.store import published_results_dir
+from bench.results.views import GENERATED
 
 SCHEMA_VERSION = 1
 HOLDS, FAILS, NO_RECORDS, NOT_APPLICABLE = "holds", "fails", "no records", "not applicable"
@@ -134,8 +137,6 @@ def definitions(root: Path) -> Path:
     ``bench`` package wherever the command runs. So records kept elsewhere (``BENCH_RESULTS_DIR``) are still held
     against them.
     """
-    from bench.results.store import published_results_dir
-
     return Path(root) if reference_dir(root).is_dir() else published_results_dir()
 
 
@@ -304,8 +305,6 @@ def matches(record: ResultRecord, select: dict[str, Any], ignore_arg: str | None
 
 def _latest_per_seed(records: Iterable[ResultRecord]) -> dict[str, dict[int, ResultRecord]]:
     """config_hash -> seed -> the newest record of that cell (of the configuration's newest component versions)."""
-    from bench.results.record import current
-
     groups: dict[str, dict[int, ResultRecord]] = {}
     for record in current(list(records)):
         seeds = groups.setdefault(record.config_hash, {})
@@ -573,8 +572,6 @@ def _common_seeds(operands: list[Any], by_seed: dict[str, dict[int, float]] | No
 
 def _interval(differences: list[float]) -> tuple[float, float]:
     """The mean paired difference and the half-width of its 95% confidence interval (Student's t)."""
-    from bench.results.leaderboard import ci95_half_width
-
     return mean(differences), float(ci95_half_width([stdev(differences)], [len(differences)])[0])
 
 
@@ -832,8 +829,6 @@ def reproduction_pages(reports: list[dict[str, Any]], source: str, command: str,
     paper's setting and ours, the deviations, the rows beside the paper's, and each claim with the checks that did
     not hold.
     """
-    from bench.results.views import GENERATED
-
     pages, index = {}, []
     for report in sorted(reports, key=lambda r: r["table"]):
         table, summary, claims = report["table"], report["summary"], report["claims"]

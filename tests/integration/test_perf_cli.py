@@ -9,8 +9,8 @@ from bench.cli.main import app
 
 
 def test_perf_times_every_token_mechanism_on_the_fixed_batch(tmp_path, monkeypatch):
-    from bench.performance.mechanisms import fixed_batch
     from bench.models.loading import load_encoder
+    from bench.performance.mechanisms import fixed_batch
     from bench.privacy.mechanisms import client_token_ids, regular_token_ids
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))

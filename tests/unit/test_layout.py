@@ -295,11 +295,16 @@ def _function_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+# The command line builds one app of every command (``bench --help``, ``bench list``); a command imports the layers it
+# drives when it runs, so starting the CLI loads neither the engine nor pandas (bench.results.views).
+COMMANDS_LAZY = "bench/cli/"
+
+
 def test_project_modules_are_imported_at_the_top():
     bad = []
     for path in python_files(*GRAPH_DIRS):
         relative = str(path.relative_to(ROOT))
-        if _pending(path):
+        if _pending(path) or relative.startswith(COMMANDS_LAZY):
             continue
         for line, name in _function_imports(path):
             component = relative.split("/", 1)[0] in COMPONENT_PACKAGES

@@ -191,8 +191,8 @@ def test_perf_rows_time_the_scorer_the_loop_and_the_selection(tiny_mlm, monkeypa
     # batched scores' argmin in every sentence and runs at most the batched scorer's copies
     from rich.console import Console
 
-    from bench.performance import ndd as ndd_perf
     from bench.models import mlm as mlm_module
+    from bench.performance import ndd as ndd_perf
 
     monkeypatch.setattr(mlm_module, "load_mlm", lambda name, *args, **kwargs: tiny_mlm)
     row = ndd_perf.run_ndd_perf("tiny", sentences=3, loop_sentences=1, candidates=3, mu=0.9, selection_bf16=True)

@@ -10,6 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from bench import DEFENSES, RepresentationDefense, SpanDefense, TokenDefense
+from bench.cli.main import app
 from bench.performance.mechanisms import (
     TARGET_RATIO,
     PerfReport,
@@ -24,7 +25,6 @@ from bench.performance.mechanisms import (
     time_token_mechanism,
     write_json,
 )
-from bench.cli.main import app
 
 runner = CliRunner()
 

@@ -14,9 +14,8 @@ from bench.models.encoders import MockEncoder
 from bench.models.probe import DECIMALS, fit_probe
 from bench.models.servers import SentenceServer, TaggingServer
 from bench.models.training import TrainingConfig, targets_for
-from bench.results.record import current
 from bench.results.leaderboard import leaderboard_frame
-from bench.results.record import ResultRecord
+from bench.results.record import ResultRecord, current
 from bench.results.views import headline_metrics
 
 FAST = "epochs=3"

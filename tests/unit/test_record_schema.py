@@ -102,9 +102,8 @@ def test_an_undeclared_note_is_a_developer_error_in_one_sentence():
 
 
 def test_the_engine_checks_a_new_records_notes_before_the_attack(tiny_data, monkeypatch):
-    from defenses.dchi import DchiSequence
-
     from bench.engine.runner import make_spec, run_cell
+    from defenses.dchi import DchiSequence
 
     attacked = []
     monkeypatch.setattr(DchiSequence, "describe", lambda self, dim: {"radius_in_words": "far"})

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.reproduction import reproduce as rep
 from bench.cli.main import app
 from bench.core.errors import BenchError
+from bench.reproduction import reproduce as rep
 from bench.results.store import ResultStore
 from tests.unit.test_store import make_record
 

@@ -63,7 +63,7 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     """
     import yaml
 
-    from bench.engine.runner import component_versions
+    from bench.core.versions import component_versions
     from bench.reproduction.deniability import deniability_markdown
     from bench.reproduction.reproduce import definitions, reproduction_pages
     from bench.results import limits
