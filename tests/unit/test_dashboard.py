@@ -297,7 +297,7 @@ def board_with_adaptation(root: Path) -> None:
     for seed in range(2):
         for eta in (60.0, 120.0, 1000.0):
             for adapt, lr, shift in (("", "", 0.0), ("denoising", "", 0.1), ("vanilla", "", -0.02),
-                                     ("denoising", "0.0002", 0.05)):
+                                     ("denoising", 0.0002, 0.05)):
                 server = {**({"adapt": adapt} if adapt else {}), **({"adapt_lr": lr} if lr else {})}
                 spec = {**make_record().spec, "defense": "dchi-token", "defense_args": {"eta": eta},
                         "server": server, "attack": "inversion"}

@@ -191,10 +191,9 @@ def test_perf_rows_time_the_scorer_the_loop_and_the_selection(tiny_mlm, monkeypa
     # batched scores' argmin in every sentence and runs at most the batched scorer's copies
     from rich.console import Console
 
-    from bench.models import mlm as mlm_module
     from bench.performance import ndd as ndd_perf
 
-    monkeypatch.setattr(mlm_module, "load_mlm", lambda name, *args, **kwargs: tiny_mlm)
+    monkeypatch.setattr(ndd_perf, "load_mlm", lambda name, *args, **kwargs: tiny_mlm)
     row = ndd_perf.run_ndd_perf("tiny", sentences=3, loop_sentences=1, candidates=3, mu=0.9, selection_bf16=True)
     assert row["select_agrees"] == 3 and 0 < row["select_copies"] <= row["select_copies_exhaustive"]
     assert row["max_abs_difference"] < 1e-6 and row["mu"] == 0.9
