@@ -54,7 +54,7 @@ CELLS = [
     # pretraining: the weights a hospital releases after further pretraining on its (rewritten) notes
     ("ndd-name-generation-check", ["--task", "clinical-deid", "--defense", "ndd", "--defense-args",
                                    "mode=substitutive,select=ndd,kinds=NAME", "--attack", "name-generation",
-                                   "--check"], ""),
+                                   "--attack-args", "samples=30,length=12,max_samples=60", "--check"], ""),
     ("none-condition-probe-check", ["--task", "clinical-spl", "--defense", "none", "--attack", "condition-probe",
                                     "--check"], ""),
     # the prediction API: an output defense, and a text defense of the victim's training data
