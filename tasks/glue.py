@@ -23,7 +23,7 @@ from typing import Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, TaskData, TokenTask, register_task
 from bench.core.files import read_utf8
 from bench.core.scores import accuracy, f1, mcc, pearson, spearman
 from bench.core.seeding import numpy_generator
@@ -222,7 +222,7 @@ def _nltk_may_read(folder: Path) -> Iterator[None]:
 # -- the task base ------------------------------------------------------------------------------
 
 
-class GlueTask(Task):
+class GlueTask(TokenTask):
     """A GLUE task: local files when present (the first layout found), else the hub; seeded samples."""
 
     protocols = ("representations", "tokens")  # the sentence server trains on hidden representations or tokens

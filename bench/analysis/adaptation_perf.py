@@ -27,7 +27,7 @@ def time_adaptation(defense, objective: str, steps: int, batch_size: int, encode
     config = AdaptationConfig(objective, steps=steps + warmup, batch_size=batch_size, corpus_size=CORPUS_SIZE,
                               seed=seed)
     sentences, _, corpus_hash = public_corpus(config.corpus, None, config.corpus_size, seed)
-    from bench.engine.protocols import public_token_mechanism
+    from bench.engine.paths.tokens import public_token_mechanism
 
     mechanism = public_token_mechanism(defense)
     run = Pretraining(mechanism, encoder, config, sentences, adaptation_key(encoder, mechanism.identity(), config,

@@ -453,7 +453,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     pairs.add_column("defense")
     pairs.add_column("attacks")
     from bench.core.releases import ReleaseKind
-    from bench.engine.protocols import released_kinds, rewrites_text
+    from bench.engine.paths import released_kinds, rewrites_text
 
     on_weights = [a for a in ATTACKS.names() if ReleaseKind.MODEL in ATTACKS.get(a).accepts]
     for name in DEFENSES.names():
@@ -473,13 +473,13 @@ def _task_settings(cls: type) -> str:
         return "+".join(names) if len(names) <= 6 else "+".join(names[:5]) + f"+... ({len(names)} kinds)"
 
     lines = [f"n_train={cls.default_n_train}, n_eval={cls.default_n_eval}  # examples, up to (--n-train, --n-eval)"]
-    if cls.evaluate_on == "original" and "api" not in cls.protocols:
+    if getattr(cls, "evaluate_on", "released") == "original":  # a TokenTask's
         lines.append("evaluate_on='original'  # only the training split is privatized")
-    if cls.span_kinds:
+    if getattr(cls, "span_kinds", ()):  # a SpanTask's
         lines.append(f"spans: {kinds(cls.span_kinds)}  # what span defenses rewrite (kinds=)")
-    if cls.utility_task:
+    if getattr(cls, "utility_task", ""):  # a PretrainingTask's
         lines.append(f"utility_task={cls.utility_task!r}  # scores the released model")
-    if cls.attributes:
+    if getattr(cls, "attributes", ()):  # an ApiTask's
         lines.append(f"attributes: {'+'.join(cls.attributes)}  # what attribute inference targets")
     if cls.training_defaults:
         lines.append("training: " + ",".join(f"{k}={v}" for k, v in cls.training_defaults.items()))
@@ -489,7 +489,7 @@ def _task_settings(cls: type) -> str:
 def _defense_kinds(cls: type) -> str:
     """A defense's release kinds as pairing sees them: its own, then those it yields through another protocol."""
     from bench.core.releases import ReleaseKind
-    from bench.engine.protocols import released_kinds, rewrites_text
+    from bench.engine.paths import released_kinds, rewrites_text
 
     own = ", ".join(str(k) for k in cls.releases)
     extra = [f"{k} (a prediction API's training data)" for k in released_kinds(cls) if k not in cls.releases]

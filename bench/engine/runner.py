@@ -12,17 +12,16 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bench.core.components import Truth
+from bench.core.components import SpanDefense, span_kinds
 from bench.core.errors import BenchError
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.smoke import smoke_budget
-from bench.core.releases import ReleaseKind
 from bench.core.spec import RunSpec
 from bench.data.examples import data_dir
 from bench.engine.knowledge import knowledge_for
-from bench.engine.protocols import choose_protocol, released_kinds
+from bench.engine.paths import PATHS, CellContext, choose_path, released_kinds
 from bench.engine.sanity import check_attack, check_client_part, guard
 from bench.results.migrations import portable_source
 from bench.results.record import ResultRecord, version_numbers
@@ -35,11 +34,9 @@ def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None =
     """The first release kind the defense produces and the attack accepts, else a BenchError. For a task that
     pretrains on the client's data, a text defense's release is the pretrained model's weights; a text defense
     also guards a prediction API's training data (its release kinds include predictions)."""
-    from bench.engine.protocols import rewrites_text
-
-    pretraining = task_cls is not None and "pretraining" in task_cls.protocols
-    produced_kinds = (ReleaseKind.MODEL,) if pretraining and rewrites_text(defense_cls) else \
-        released_kinds(defense_cls)
+    pretraining = PATHS["pretraining"]
+    produced_kinds = pretraining.kinds if task_cls is not None and pretraining.name in task_cls.protocols and \
+        pretraining.drives(defense_cls) else released_kinds(defense_cls)
     for kind in produced_kinds:
         if kind in attack_cls.accepts:
             return kind
@@ -54,9 +51,7 @@ def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None =
 def check_spans(task_cls: type, defense_cls: type, attack_cls: type | None, defense_args: dict) -> None:
     """A span defense, or an attack scored on sensitive spans, needs a task that declares them (of the kinds
     the defense names)."""
-    from bench.core.components import SpanDefense
-
-    declared = tuple(task_cls.span_kinds)
+    declared = span_kinds(task_cls)
     for name, needs in ((f"defense '{defense_cls.registry_name}'", issubclass(defense_cls, SpanDefense)),
                         (f"attack '{attack_cls.registry_name}'" if attack_cls else "",
                          bool(getattr(attack_cls, "needs_spans", False)))):
@@ -127,12 +122,12 @@ def make_spec(
         attack_obj.check()  # e.g. rss sbert=, mask-inference mlm=: resolved without loading weights
         attack_obj.check_task(task_cls)  # e.g. aia attributes=: the task has them
         resolved_attack = component_args(attack_obj)
-    protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
+    path = choose_path(defense_cls, task_cls.protocols, wanted)
     check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
     given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
     options = build_component(ServerOptions, given_server)
-    resolved_server = options.resolved(given_server, pretraining=protocol == "pretraining")
-    if options.adapt and protocol != "tokens":
+    resolved_server = options.resolved(given_server, pretraining=path.name == "pretraining")
+    if options.adapt and path.name != "tokens":
         raise BenchError(f"privacy-adaptive pretraining (adapt={options.adapt}) needs a text or token-vector release; "
                          f"defense '{defense}' releases sentence representations here.")
     overrides = parse_arg_string(training_args) if isinstance(training_args, str) else dict(training_args or {})
@@ -140,7 +135,7 @@ def make_spec(
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
     defaults = {**training_defaults(mode, encoder), **task_cls.training_defaults}
     training = component_args(build_component(TrainingConfig, {**defaults, **overrides}))
-    if protocol == "representations" and not defense_cls.rehides_each_epoch:
+    if path.name == "representations" and not defense_cls.rehides_each_epoch:
         _check_release_once(defense, defense_obj, training["mode"])
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
@@ -186,9 +181,8 @@ def _check_release_once(defense: str, defense_obj, mode: str) -> None:
 
 
 def cell_context(spec: RunSpec, client_only: bool = False):
-    """A cell before anything runs: ``(context, defense, attacked kind, protocol)``, its data loaded; ``client_only``:
-    for the client's part alone (``CellContext.client_only``)."""
-    from bench.engine.protocols import CellContext
+    """A cell before anything runs: ``(context, defense, attacked kind, release path)``, its data loaded;
+    ``client_only``: for the client's part alone (``CellContext.client_only``)."""
     from bench.engine.server_options import ServerOptions
     from bench.models.training import TrainingConfig
 
@@ -196,26 +190,22 @@ def cell_context(spec: RunSpec, client_only: bool = False):
     defense = guard(build_component(DEFENSES.get(spec.defense), spec.defense_args))  # checks what it releases
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
     wanted = compatible_kind(type(defense), attack_cls, type(task)) if attack_cls is not None else None
-    protocol = choose_protocol(type(defense), type(task).protocols, wanted)
+    path = choose_path(type(defense), type(task).protocols, wanted)
     data = task.load(spec.n_train, spec.n_eval, spec.seed)
     training = TrainingConfig(**spec.training)
-    return CellContext(spec, task, data, training, ServerOptions(**spec.server), client_only), defense, wanted, protocol
+    return CellContext(spec, task, data, training, ServerOptions(**spec.server), client_only), defense, wanted, path
 
 
 def run_defense(spec: RunSpec):
-    """The client and server part of a cell: ``(context, output, attacked kind, protocol)``."""
-    from bench.engine.protocols import run_protocol
-
-    context, defense, wanted, protocol = cell_context(spec)
-    return context, run_protocol(protocol, defense, context, context.task.server(spec, context.training)), wanted, \
-        protocol
+    """The client and server part of a cell: ``(context, output, attacked kind, release path)``."""
+    context, defense, wanted, path = cell_context(spec)
+    return context, path.run(defense, context, context.task.server(spec, context.training)), wanted, path
 
 
 def majority_reference(task, data) -> dict[str, Any]:
     """``{"majority_utility": {metric: value}}``: the task's metrics for answering the training split's most
     frequent label on every evaluation example, the floor a server has to beat (class-id labels only; empty for
     regression, tagging and reading tasks)."""
-    import numpy as np
 
     train, evaluation = np.asarray(data.train.labels), np.asarray(data.eval.labels)
     if train.ndim != 1 or evaluation.ndim != 1 or train.dtype.kind not in "iub" or not (len(train) and len(evaluation)):
@@ -251,7 +241,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     started = time.perf_counter()
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
     reused = reuse.prepare(spec)  # a recorded configuration's release and utility, when reuse is on and fits
-    context, output, wanted, protocol = reused.cell or run_defense(spec)
+    context, output, wanted, path = reused.cell or run_defense(spec)
     task, data = context.task, context.data
     check_client_part(spec, output, data)  # a non-finite utility or release, or a collapsed token release
     utility = check_values(f"task '{spec.task}'", task.metrics, output.utility)
@@ -269,13 +259,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         attack = build_component(attack_cls, spec.attack_args)
         release = output.release(wanted)
         public = knowledge_for(attack_cls, release, data, output.encoder or context.encoder, spec.task)
-        if release.kind is ReleaseKind.MODEL:  # weights: no example's text is public, the truth is the people
-            truth = Truth([], np.zeros(0), np.zeros(0), records=output.truth_records)
-        else:
-            owned = getattr(data, release.split)  # the split the release was made from (train, eval, attribute_eval)
-            truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners],
-                          data.index_corpus()[1], spans=output.truth_spans if release.slots is not None else None,
-                          attributes=output.truth_attributes)
+        truth = output.truth(release, data)  # the path's output holds what only the engine knows
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         check_attack(spec, release, data, guesses, random_guesses)  # non-finite guesses, or a broken deferred release
@@ -289,7 +273,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         notes.update(getattr(attack, "run_notes", {}))  # what the attack measured about itself (speed, ...)
         notes["attacked_rows"] = int(len(release.owners))
         notes.update(public.notes())
-    notes["protocol"] = protocol
+    notes["protocol"] = path.name
     notes.update(kept.notes(reused))  # release_digest, attack_s; reused_from and what was reused
 
     record = ResultRecord(

@@ -108,7 +108,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Examples, Metric, Task, TaskData, register_task, require
+from bench import Examples, Metric, TaskData, TokenTask, register_task, require
 from bench.core.scores import accuracy
 from bench.core.seeding import numpy_generator
 from bench.data.examples import sample_indices
@@ -123,7 +123,7 @@ EXAMPLES = [
 
 @register_task("{name}")
 @dataclass
-class {cls}(Task):
+class {cls}(TokenTask):  # the tokens path calls its hooks (bench.TokenTask); representations need none
     """Classify a sentence as positive (1) or negative (0); scored by accuracy."""
 
     metrics: ClassVar[tuple[Metric, ...]] = (

@@ -5,7 +5,7 @@ import torch
 
 from bench import DEFENSES
 from bench.core.params import build_component
-from bench.engine.protocols import release_like_training
+from bench.engine.paths.representations import release_like_training
 
 
 def make(m, k, dim=16, seed=0):
