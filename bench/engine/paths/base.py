@@ -17,6 +17,7 @@ from bench.core.spec import RunSpec
 from bench.data.examples import TaskData
 from bench.engine.server_options import ServerOptions
 from bench.models.loading import fresh_encoder, load_encoder
+from bench.models.probe import describe
 
 
 @dataclass
@@ -104,8 +105,6 @@ def probe_scores(task, server, found, labels, notes: dict) -> dict[str, float]:
     Empty when the server fitted no probe (None). The notes say how the probe was fitted."""
     if found is None:
         return {}
-    from bench.models.probe import describe
-
     notes["probe"] = describe()
     if not server.probe.regression:
         notes["probe_iterations"] = server.probe.iterations  # lbfgs's (MAX_ITER: stopped before its tolerance)
