@@ -9,7 +9,8 @@ Usage (one checkout per commit, same machine, same seed, one torch thread):
 ``run`` calls ``bench run ... --json --no-save`` from ``--root`` (its code on PYTHONPATH) with a fresh
 cache directory, so every feature and adapted checkpoint is recomputed by that commit's code.
 ``--only a,b`` runs those cells alone. Each cell's metrics are kept with the attacked release's digest
-(``notes/release_digest``). ``diff`` exits 1 unless every value is identical.
+(``notes/release_digest``; none for a model release, whose folder records its build time). ``diff`` exits 1 unless
+every value is identical.
 
 The sample has a cell of every release path:
 
@@ -91,8 +92,11 @@ def run(root: Path, out: Path, only: str = "") -> None:
         if done.returncode != 0:
             sys.exit(f"{name} failed:\n{done.stderr[-2000:]}")
         record = json.loads(done.stdout[done.stdout.index("{"):])
-        # the attacked release's digest beside the metrics: a refactor must not change what the adversary sees
-        results[name] = {**record["metrics"], "notes/release_digest": record["notes"].get("release_digest")}
+        # the attacked release's digest beside the metrics: a refactor must not change what the adversary sees; a
+        # model release's digest reads its folder, whose pretraining.json holds the build's seconds, so it differs
+        # from run to run and is left out
+        digest = None if record["notes"].get("protocol") == "pretraining" else record["notes"].get("release_digest")
+        results[name] = {**record["metrics"], "notes/release_digest": digest}
         print(name, json.dumps(results[name]), flush=True)
     out.write_text(json.dumps(results, indent=2, sort_keys=True), encoding="utf-8")
 
