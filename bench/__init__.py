@@ -1,7 +1,8 @@
 """bench: a benchmark and attack-evaluation harness for privacy-preserving NLP.
 
 The public API a component file needs: the base classes (a task's interface per release path among them), the
-registry decorators, parameter helpers, release kinds and metric declarations. The engine (``bench.engine``) runs cells; see DESIGN.md.
+registry decorators, parameter helpers, release kinds and metric declarations. The engine (``bench.engine``) runs
+cells; see DESIGN.md.
 """
 
 __version__ = "0.2.0"
