@@ -4,7 +4,7 @@ Paper: Eric Lehman, Sarthak Jain, Karl Pichotta, Yoav Goldberg, Byron C. Wallace
 Clinical Notes Reveal Sensitive Data?" NAACL 2021 (probing for name-condition links), the setting of Li et al.,
 "Semantics-Preserved Distortion for Personal Privacy Protection in Information Management", §6.
 Threat model: the adversary holds the released weights (release kind ``model``), knows a patient's name and the
-public vocabulary of conditions with their frequencies (``bench.engine.protocols.ModelRelease``), and wants the
+public vocabulary of conditions with their frequencies (``bench.core.releases.ModelRelease``), and wants the
 patient's conditions; never the notes.
 
 For each probed patient and each condition of the vocabulary, the sentence ``template`` is filled with the name

@@ -4,7 +4,7 @@ Paper: Eric Lehman, Sarthak Jain, Karl Pichotta, Yoav Goldberg, Byron C. Wallace
 Clinical Notes Reveal Sensitive Data?" NAACL 2021 (generation after Wang & Cho 2019), as Li et al.,
 "Semantics-Preserved Distortion for Personal Privacy Protection in Information Management", §6 and Table 7 use it.
 Threat model: the adversary holds the released weights (release kind ``model``) and public name lists and
-condition vocabularies (``bench.engine.protocols.ModelRelease``), and the public MLM the release was pretrained from
+condition vocabularies (``bench.core.releases.ModelRelease``), and the public MLM the release was pretrained from
 (its ``base``, the comparator of A@100); never the notes.
 
 Sampling: rounds of ``samples`` sequences, each ``[CLS] prefix [MASK] x length [SEP]``, the prefix cycling over

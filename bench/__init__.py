@@ -1,21 +1,26 @@
 """bench: a benchmark and attack-evaluation harness for privacy-preserving NLP.
 
-The public API a component file needs: the base classes, the registry decorators, parameter helpers,
-release kinds and metric declarations. The engine (``bench.engine``) runs cells; see DESIGN.md.
+The public API a component file needs: the base classes (a task's interface per release path among them), the
+registry decorators, parameter helpers, release kinds and metric declarations. The engine (``bench.engine``) runs
+cells; see DESIGN.md.
 """
 
 __version__ = "0.2.0"
 
 from bench.core.components import (
     KNOWLEDGE,
+    ApiTask,
     Attack,
     Defense,
     OutputDefense,
+    PretrainingTask,
     PublicKnowledge,
     RepresentationDefense,
     SpanDefense,
+    SpanTask,
     Task,
     TokenDefense,
+    TokenTask,
     Truth,
 )
 from bench.core.errors import BenchError
@@ -29,6 +34,7 @@ from bench.core.spec import RunSpec
 
 __all__ = [
     "added_later",
+    "ApiTask",
     "allows_infinity",
     "ATTACKS",
     "Attack",
@@ -40,6 +46,7 @@ __all__ = [
     "KNOWLEDGE",
     "Metric",
     "OutputDefense",
+    "PretrainingTask",
     "PublicKnowledge",
     "Release",
     "ReleaseKind",
@@ -47,10 +54,12 @@ __all__ = [
     "RunSpec",
     "Span",
     "SpanDefense",
+    "SpanTask",
     "TASKS",
     "Task",
     "TaskData",
     "TokenDefense",
+    "TokenTask",
     "Truth",
     "load_plugin",
     "register_attack",

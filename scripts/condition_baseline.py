@@ -20,9 +20,9 @@ import numpy as np
 from attacks.condition_probe import ConditionProbe
 from bench import Release, ReleaseKind, Truth
 from bench.core.registry import TASKS
+from bench.core.releases import ModelRelease
 from bench.core.seeding import numpy_generator
 from bench.engine import runner  # noqa: F401  (registers the shipped components)
-from bench.engine.protocols import ModelRelease
 
 
 def main() -> None:

@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, register_task
+from bench import ApiTask, BenchError, Examples, Metric, SpanTask, register_task
 from bench.core import smoke
 from bench.core.examples import AttributeData, data_dir
 from bench.core.seeding import numpy_generator
@@ -81,13 +81,12 @@ def _folder(name: str) -> Path:
 Pool = tuple[tuple[str, ...], np.ndarray, dict[str, np.ndarray], dict[str, Any]]  # texts, labels, attributes, notes
 
 
-class AttributeTask(Task):
+class AttributeTask(ApiTask, SpanTask):
     """A victim classifier behind a prediction API, with its authors' private attributes."""
 
     metrics = (Metric("accuracy", True, "accuracy of the argmax of the API's (defended) answers on the victim's "
                                         "evaluation split"),)
     protocols = ("api",)
-    evaluate_on: ClassVar[str] = "original"  # the API answers raw queries; only training data can be defended
     default_n_train = 400
     default_n_eval = 200
     span_kinds: ClassVar[tuple[str, ...]] = ()  # set below from tasks.squad's spaCy labels

@@ -1,7 +1,7 @@
 """Clinical-note pretraining (Lehman et al. 2021; Li et al. §6, Table 7): a hospital's MLM and what it leaks.
 
 The client is a hospital: its examples are the sentences of its patients' notes (``bench.data.clinical``), each
-labelled by its patient. The engine's ``pretraining`` protocol (``bench.engine.protocols``) lets the defense
+labelled by its patient. The engine's ``pretraining`` path (``bench.engine.paths.pretraining``) lets the defense
 rewrite the notes (NDD substitution of the names: ``--defense ndd --defense-args mode=substitutive,kinds=NAME``;
 ``none`` releases them as they are), further pretrains the masked LM on the result and releases its weights
 (release kind ``model``). Utility is BioNER on NCBI-disease (``tasks/ncbi_disease.py``) with a token tagger on
@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, PretrainingTask, SpanTask, TaskData, register_task
 from bench.core.registry import TASKS
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span
@@ -40,7 +40,7 @@ from bench.data.clinical import NAME, ClinicalCorpus, name_lists
 
 SENTENCES_PER_PATIENT = 10  # about the length of a synthetic note: n_train sentences ~ n_train / 10 patients
 UTILITY_TASK = "ncbi-disease"
-SUBSTITUTES = 2000  # public full names a substitutive defense draws from (Task.substitution_pool)
+SUBSTITUTES = 2000  # public full names a substitutive defense draws from (SpanTask.substitution_pool)
 
 
 def _examples(corpus: ClinicalCorpus, insertion: str, patients: range) -> Examples:
@@ -52,7 +52,7 @@ def _examples(corpus: ClinicalCorpus, insertion: str, patients: range) -> Exampl
 
 
 @dataclass
-class ClinicalNotes(Task):
+class ClinicalNotes(PretrainingTask, SpanTask):
     """Pretraining on clinical notes; BioNER utility of the released MLM (base of the four registered tasks)."""
 
     metrics = (
@@ -102,7 +102,7 @@ class ClinicalNotes(Task):
         return list(self.corpus.patients[: self.train_patients])
 
     def public_knowledge(self) -> tuple[list[str], list[str], list[str], np.ndarray]:
-        """What an adversary of the released weights knows (``bench.engine.protocols.ModelRelease``): the public
+        """What an adversary of the released weights knows (``bench.core.releases.ModelRelease``): the public
         first and last name lists, and the condition vocabulary with its frequencies among the held-out patients
         (neither pretrained on nor probed: a prevalence published elsewhere)."""
         female, male, last = name_lists()

@@ -33,7 +33,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, SpanTask, TaskData, TokenTask, register_task
 from bench.core.examples import data_dir, sample_indices
 from bench.core.files import read_utf8
 from bench.core.seeding import numpy_generator
@@ -171,7 +171,7 @@ def entities(tag_ids: Sequence[int]) -> list[tuple[int, int, str]]:
 
 @register_task("conll2003")
 @dataclass
-class CoNLL2003(Task):
+class CoNLL2003(TokenTask, SpanTask):
     """CoNLL-2003 English NER (PER, ORG, LOC, MISC) on eng.train / eng.testa; span F1 (seqeval)."""
 
     metrics = (

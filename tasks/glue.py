@@ -23,7 +23,7 @@ from typing import Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, TaskData, TokenTask, register_task
 from bench.core.examples import data_dir, flatten_segments, sample_indices
 from bench.core.files import read_utf8
 from bench.core.hub import offline_unless_reachable, unreachable_note
@@ -223,7 +223,7 @@ def nltk_may_read(folder: Path) -> Iterator[None]:
 # -- the task base ------------------------------------------------------------------------------
 
 
-class GlueTask(Task):
+class GlueTask(TokenTask):
     """A GLUE task: local files when present (the first layout found), else the hub; seeded samples."""
 
     protocols = ("representations", "tokens")  # the sentence server trains on hidden representations or tokens

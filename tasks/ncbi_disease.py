@@ -21,7 +21,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, TaskData, TokenTask, register_task
 from bench.core.examples import data_dir, sample_indices
 from bench.core.files import read_utf8
 from bench.core.seeding import numpy_generator
@@ -86,7 +86,7 @@ def entity_scores(predicted: Sequence[Sequence[int]], gold: Sequence[Sequence[in
 
 @register_task("ncbi-disease")
 @dataclass
-class NCBIDisease(Task):
+class NCBIDisease(TokenTask):
     """NCBI-disease BioNER on train.tsv / devel.tsv; entity F1 (seqeval)."""
 
     metrics = (

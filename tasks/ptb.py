@@ -50,7 +50,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, SpanTask, TaskData, TokenTask, register_task
 from bench.core.evalb import Bracket, evalb, is_preterminal, plain_label, strip_traces
 from bench.core.examples import data_dir, sample_indices
 from bench.core.seeding import numpy_generator
@@ -215,7 +215,7 @@ def right_branching(words: int, label: str = "S") -> list[Bracket]:
 
 @register_task("ptb")
 @dataclass
-class PTB(Task):
+class PTB(TokenTask, SpanTask):
     """Penn Treebank WSJ sample (NLTK), split by file; evalb labelled/unlabelled bracket F1 of a chart parser."""
 
     metrics = (

@@ -54,7 +54,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from bench import BenchError, Examples, Metric, Task, TaskData, register_task
+from bench import BenchError, Examples, Metric, SpanTask, TaskData, TokenTask, register_task
 from bench.core.cache import cache_root
 from bench.core.examples import data_dir, sample_indices
 from bench.core.files import atomic_writer
@@ -299,7 +299,7 @@ def _spacy():
 
 @register_task("squad")
 @dataclass
-class SQuAD(Task):
+class SQuAD(TokenTask, SpanTask):
     """SQuAD v1.1 extractive reading comprehension (dev set split by article offline); official EM and F1."""
 
     metrics = (

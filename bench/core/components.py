@@ -38,50 +38,35 @@ def _schema_checked(load):
 
 
 class Task:
-    """A task: seeded splits, the server model of its family, and the scorer of its metrics."""
+    """A task: seeded splits, the server model of its family, and the scorer of its metrics.
+
+    Every task has these. The hooks one release path calls live in that path's interface (``TokenTask``,
+    ``SpanTask``, ``PretrainingTask``, ``ApiTask``); a task subclasses the interfaces of the paths it declares.
+    """
 
     version: ClassVar[str] = "1"
     metrics: ClassVar[tuple[Metric, ...]] = ()  # utility metrics it computes, the headline metric first
     num_labels: ClassVar[int] = 2  # classes; 1 for regression
-    # client protocols its server trains from, preferred first: "representations" and/or "tokens" (bench.engine), or
-    # "api": the server trains a victim classifier and serves its predictions to queries (a prediction API)
+    # the release paths its server trains from, preferred first (``PATH_HOOKS`` names them; bench.engine.paths runs
+    # them): "representations" and/or "tokens", "pretraining" alone, or "api" alone
     protocols: ClassVar[tuple[str, ...]] = ()
-    # private attributes of the authors an "api" task's examples carry (attribute inference targets them)
-    attributes: ClassVar[tuple[str, ...]] = ()
-    # what the task's reported attribute-inference figure is computed from: "accuracy" or "micro_f1" (He et al.)
-    attribute_measure: ClassVar[str] = "accuracy"
     default_n_train: ClassVar[int] = 4000
     default_n_eval: ClassVar[int] = 1000
-    # the evaluation data the server predicts: "released" (privatized by the defense, as the client would send it)
-    # or "original" (released unprotected: only the training split is privatized, and that release is attacked;
-    # the setting of Li et al.'s NER experiments). "original" is a token-protocol setting.
-    evaluate_on: ClassVar[str] = "released"
-    # a "pretraining" task (the client pretrains an MLM on its data and releases the weights): the registered
-    # task whose data scores the released encoder (bench.engine.protocols.run_pretraining)
-    utility_task: ClassVar[str] = ""
     # training settings of this task's server that replace the mode's defaults (user arguments still win),
     # e.g. a tagger's batches count tokens, not sentences
     training_defaults: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def check_declarations(cls) -> None:
-        """Called at registration: the task declares its metrics and the client protocols its server takes."""
+        """Called at registration: the task declares its metrics and its paths, and implements their hooks."""
         check_declared(f"task '{cls.registry_name}'", cls.metrics)
-        if not cls.protocols or not set(cls.protocols) <= {"representations", "tokens", "pretraining", "api"}:
+        if not cls.protocols or not set(cls.protocols) <= set(PATH_HOOKS):
             raise BenchError(f"task '{cls.registry_name}' must declare `protocols`, the client protocols its server "
                              "trains from (representations and/or tokens, pretraining, or api).")
-        if "pretraining" in cls.protocols and (cls.protocols != ("pretraining",) or not cls.utility_task):
-            raise BenchError(f"task '{cls.registry_name}' pretrains on its data: declare protocols = "
-                             "(\"pretraining\",) alone and the `utility_task` the released encoder is scored on.")
-        if ("api" in cls.protocols) != bool(cls.attributes) or ("api" in cls.protocols and len(cls.protocols) > 1):
-            raise BenchError(f"task '{cls.registry_name}' must declare `attributes` exactly when it serves a "
-                             "prediction API, and then protocols = (\"api\",).")
-        if cls.evaluate_on not in ("released", "original"):
-            raise BenchError(f"task '{cls.registry_name}' declares evaluate_on '{cls.evaluate_on}'; expected "
-                             "released or original.")
-        if cls.evaluate_on == "original" and cls.protocols not in (("tokens",), ("api",)):
-            raise BenchError(f"task '{cls.registry_name}' evaluates on original data, which only the token "
-                             "protocol (and a prediction API) supports: declare protocols = (\"tokens\",).")
+        for path in cls.protocols:
+            if not issubclass(cls, PATH_HOOKS[path]):
+                raise BenchError(f"task '{cls.registry_name}' declares the {path} path: subclass "
+                                 f"bench.{PATH_HOOKS[path].__name__}, whose hooks that path calls.")
 
     metric: ClassVar[str] = ""  # the headline utility metric's name (set from ``metrics``)
 
@@ -104,44 +89,144 @@ class Task:
         """Utility metrics by name (the headline metric first)."""
         raise NotImplementedError
 
+    def public_examples(self, data: TaskData) -> Any:
+        """Examples of the task's sources that no split of ``data`` holds (``Examples``, labelled like a split).
+
+        Public text for an attack's public corpus and a substitutive span defense's pool. Default None: none."""
+        return None
+
+
+class TokenTask(Task):
+    """The hooks of the tokens path: the client releases its text token by token.
+
+    The task aligns the labels the client sends with the token space (``token_labels``). It maps the server's
+    predictions back for scoring (``task_predictions``).
+    """
+
+    # the evaluation data the server predicts: "released" (privatized by the defense, as the client would send it)
+    # or "original" (released unprotected: only the training split is privatized, and that release is attacked;
+    # the setting of Li et al.'s NER experiments)
+    evaluate_on: ClassVar[str] = "released"
+
+    @classmethod
+    def check_declarations(cls) -> None:
+        """``evaluate_on`` is released or original; original only for a task of the tokens path alone."""
+
+        super().check_declarations()
+        if cls.evaluate_on not in ("released", "original"):
+            raise BenchError(f"task '{cls.registry_name}' declares evaluate_on '{cls.evaluate_on}'; expected "
+                             "released or original.")
+        if cls.evaluate_on == "original" and cls.protocols != ("tokens",):
+            raise BenchError(f"task '{cls.registry_name}' evaluates on original data, which only the token "
+                             "protocol supports: declare protocols = (\"tokens\",).")
+
     def token_labels(self, texts: list, labels: Any, encoder) -> Any:
-        """The labels a client sends beside its texts' released tokens (token protocol), e.g. a tagging task's
-        word tags aligned to the public token space of ``encoder``; default: ``labels`` unchanged."""
+        """The labels a client sends beside its texts' released tokens.
+
+        E.g. a tagging task's word tags aligned to the public token space of ``encoder``. Default: unchanged."""
         return labels
 
     def task_predictions(self, predictions: Any, texts: list, encoder) -> Any:
-        """The server's predictions for released tokens of ``texts`` in the form ``score`` takes (a tagging
-        task maps token tags back to words); default: unchanged. Scoring runs on the engine's side."""
+        """The server's predictions for released tokens of ``texts``, in the form ``score`` takes.
+
+        A tagging task maps token tags back to words. Default: unchanged. Scoring runs on the engine's side."""
         return predictions
+
+
+class SpanTask(Task):
+    """The hooks of a span rewrite: the task declares sensitive spans, which a span defense rewrites.
+
+    Span defenses run on the tokens, pretraining and api paths; each calls these hooks (``bench.engine.spans``).
+    """
 
     # kinds of sensitive span the task declares (entity types, phrase labels); empty: none (bench.core.spans)
     span_kinds: ClassVar[tuple[str, ...]] = ()
 
     def sensitive_spans(self, data: TaskData, split: str, index: int) -> list:
         """The sensitive spans (``bench.core.spans.Span``) of example ``index`` of ``split`` ("train" or "eval")."""
-        raise BenchError(f"task '{self.registry_name}' declares no sensitive spans, which span defenses rewrite.")
+        raise NotImplementedError
 
     def substitution_pool(self) -> dict[str, list]:
-        """Public phrases by span kind, ``{kind: [(words, fragment), ...]}``, that a substitutive span defense draws
-        from instead of the client's own spans of that kind (e.g. names from public name lists, so that a patient's
-        name is never replaced by another patient's); default none: the client's own spans."""
+        """Public phrases by span kind, ``{kind: [(words, fragment), ...]}``.
+
+        A substitutive span defense draws from them instead of the client's own spans of that kind (e.g. names
+        from public name lists, so that a patient's name is never replaced by another patient's). Default none."""
         return {}
 
-    def public_examples(self, data: TaskData) -> Any:
-        """Examples of the task's sources that no split of ``data`` holds (``Examples``, labelled like a split):
-        public text whose sensitive spans a substitutive span defense may draw from
-        (``bench.engine.spans.substitution_pool``); default None: the task offers none."""
-        return None
-
     def span_fragment(self, label: Any, text: Text, span) -> Any:
-        """The part of ``label`` that belongs to ``span`` (an entity's tags, a phrase's subtree): what a phrase
-        substituted elsewhere carries with it (``Edit.fragment``); default None."""
+        """The part of ``label`` that belongs to ``span`` (an entity's tags, a phrase's subtree).
+
+        A phrase substituted elsewhere carries it with it (``Edit.fragment``). Default None."""
         return None
 
     def rewrite_label(self, label: Any, text: Text, edits: list) -> Any:
-        """The label of ``text`` after ``edits`` (``bench.core.spans.Edit``, position order, not overlapping)
-        replace its spans: a rewritten span keeps its kind (its edit's fragment when it has one)."""
+        """The label of ``text`` after ``edits`` replace its spans.
+
+        ``edits``: ``bench.core.spans.Edit``, in position order, not overlapping. A rewritten span keeps its kind
+        (its edit's fragment when it has one)."""
+
         raise BenchError(f"task '{self.registry_name}' cannot relabel rewritten text.")
+
+
+class PretrainingTask(Task):
+    """The hooks of the pretraining path: the client pretrains an MLM on its data and releases the weights.
+
+    The released encoder is scored on another registered task (``utility_task``). The attack on the weights is
+    scored against the people behind the data (``patients``); an adversary knows ``public_knowledge``.
+    """
+
+    utility_task: ClassVar[str] = ""  # the registered task whose data scores the released encoder
+
+    @classmethod
+    def check_declarations(cls) -> None:
+        """The task declares this path alone, and its utility task."""
+
+        super().check_declarations()
+        if cls.protocols != ("pretraining",) or not cls.utility_task:
+            raise BenchError(f"task '{cls.registry_name}' pretrains on its data: declare protocols = "
+                             "(\"pretraining\",) alone and the `utility_task` the released encoder is scored on.")
+
+    def patients(self) -> list:
+        """The people behind the pretraining data (``Truth.records``), row ``i`` = release owner ``i``."""
+        raise NotImplementedError
+
+    def public_knowledge(self) -> tuple[list[str], list[str], list[str], np.ndarray]:
+        """What an adversary of the weights knows: first names, last names, conditions and their counts.
+
+        They fill ``bench.core.releases.ModelRelease``."""
+        raise NotImplementedError
+
+
+class ApiTask(Task):
+    """The hooks of the prediction API path: the server trains a victim and serves its predictions.
+
+    The API answers raw queries, so only the victim's training data can be defended by a text defense. The
+    task's examples carry their authors' private attributes, which attribute inference targets.
+    """
+
+    # private attributes of the authors the task's examples carry (attribute inference targets them)
+    attributes: ClassVar[tuple[str, ...]] = ()
+    # what the task's reported attribute-inference figure is computed from: "accuracy" or "micro_f1" (He et al.)
+    attribute_measure: ClassVar[str] = "accuracy"
+
+    @classmethod
+    def check_declarations(cls) -> None:
+        """The task declares this path alone, and its attributes."""
+
+        super().check_declarations()
+        if cls.protocols != ("api",) or not cls.attributes:
+            raise BenchError(f"task '{cls.registry_name}' must declare `attributes` exactly when it serves a "
+                             "prediction API, and then protocols = (\"api\",).")
+
+
+# The interface a task subclasses for each path it declares in ``protocols`` (its hooks: what that path calls).
+PATH_HOOKS: dict[str, type[Task]] = {"representations": Task, "tokens": TokenTask, "pretraining": PretrainingTask,
+                                     "api": ApiTask}
+
+
+def span_kinds(task_cls: type) -> tuple[str, ...]:
+    """The sensitive span kinds a task declares; none unless it is a ``SpanTask``."""
+    return tuple(task_cls.span_kinds) if issubclass(task_cls, SpanTask) else ()
 
 
 class Defense:
@@ -194,7 +279,6 @@ class TokenDefense(Defense):
     def check(self) -> None:
         """A word space's vector file must exist (it is read only once the cell runs)."""
         from pathlib import Path
-
 
         space = self.token_space()
         if space.format == "words" and not Path(space.vectors).expanduser().is_file():
@@ -291,7 +375,9 @@ class RepresentationDefense(Defense):
         """Draw the client's secrets for representations of size ``dim`` (default: none)."""
 
     def prepare(self, client) -> None:
-        """Fetch what the client needs beyond its own data (``bench.engine.client.ClientSide``); default none."""
+        """Fetch what the client needs beyond its own data (``bench.engine.paths.representations.ClientSide``).
+
+        Default: nothing."""
 
     def hide(self, reps, generator):
         """Transform a batch of representations ``(n, dim)`` (default: unchanged)."""

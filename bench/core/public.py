@@ -139,13 +139,6 @@ class SpaceRef:
         """The word space of a vector file, or the WordPiece space when ``vectors`` is empty."""
         return cls("words", vectors) if vectors else cls()
 
-    def build(self, encoder):
-        """The space itself (``bench.privacy.token_space.space_of``, which callers should use instead)."""
-        from bench.privacy.token_space import space_of  # the one upward import the layout test allows, until
-        # engine/protocols.py and analysis/perf.py call space_of
-
-        return space_of(self, encoder)
-
 
 # -- output mechanisms -----------------------------------------------------------------------------
 

@@ -1,15 +1,21 @@
-"""Release kinds: what a defense lets out of the client and so what an adversary observes."""
+"""Release kinds: what a defense lets out of the client and so what an adversary observes.
+
+A ``Release`` holds the payload of its kind (``PAYLOADS``): text, token vectors, an array of sentence
+representations, or one of the dataclasses below (client updates, query access to an API, released weights).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
 import numpy as np
 
 from bench.core.errors import BenchError
 from bench.core.params import require
+
+P = TypeVar("P")  # the payload of a release (``PAYLOADS`` gives it per kind)
 
 
 class ReleaseKind(str, Enum):
@@ -28,13 +34,13 @@ class ReleaseKind(str, Enum):
 
 
 @dataclass
-class Release:
+class Release(Generic[P]):
     """What the adversary observes for the attacked examples of one cell.
 
     Attributes:
         kind: the release kind.
-        data: the observation itself (an ``(n, d)`` float array for sentence embeddings, a list
-            of strings for text, ...).
+        data: the observation itself, the payload of its kind (``PAYLOADS``): an ``(n, d)`` float array for
+            sentence embeddings, a list of strings for text, ...
         owners: for each row of ``data``, the index of the example it was produced for, in the split
             ``split`` names; the runner scores guesses against that example.
         mechanism: the public mechanism (``bench.privacy.public``): how the release was made, as the
@@ -55,7 +61,7 @@ class Release:
     """
 
     kind: ReleaseKind
-    data: Any
+    data: P
     owners: np.ndarray
     mechanism: Any = None
     space: Any = None
@@ -129,3 +135,46 @@ def softmax(logits: np.ndarray, tau: float = 1.0) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
+@dataclass
+class ModelRelease:
+    """The ``data`` of a ``model`` release: the released MLM and the public knowledge that comes with the setting.
+
+    Attributes:
+        path: the directory of the released MLM (``load_mlm``-loadable), or the ``load_mlm`` name of an MLM
+            released as it is.
+        first_names, last_names: the public name lists names are drawn from (``bench.data.clinical.name_lists``).
+        conditions: the vocabulary of conditions, most frequent first, and ``condition_counts``, their frequencies
+            among held-out patients, never the ones behind the data (a published prevalence: an adversary's prior).
+        known_names: ``(first, last)`` of each patient behind the data, row ``i`` = ``Release.owners[i]``: whom a
+            probing adversary asks about (Lehman et al.'s probe assumes the name known, the conditions not).
+        base: the public MLM the release was pretrained from (``load_mlm``-loadable; the release itself for an MLM
+            released as it is), which a generating adversary compares names against.
+    """
+
+    path: str
+    first_names: list[str]
+    last_names: list[str]
+    conditions: list[str]
+    condition_counts: np.ndarray
+    known_names: list[tuple[str, str]] = field(default_factory=list)
+    base: str = ""
+
+
+# The payload of each kind: ``Release.data``. Text and token embeddings: a list with one entry per row (a tuple of
+# two for a pair): WordPiece ids, words joined by spaces, or token vectors; sentence embeddings: one ``(n, d)`` array.
+PAYLOADS: dict[ReleaseKind, type] = {
+    ReleaseKind.TEXT: list,
+    ReleaseKind.REWRITTEN_TEXT: list,
+    ReleaseKind.TOKEN_EMBEDDINGS: list,
+    ReleaseKind.SENTENCE_EMBEDDINGS: np.ndarray,
+    ReleaseKind.GRADIENTS: GradientRelease,
+    ReleaseKind.PREDICTIONS: PredictionAccess,
+    ReleaseKind.MODEL: ModelRelease,
+}
+
+TextRelease = Release[list]  # text or rewritten text
+TokenVectorRelease = Release[list]  # token embeddings
+SentenceRelease = Release[np.ndarray]  # sentence embeddings
+GradientsRelease = Release[GradientRelease]
+PredictionsRelease = Release[PredictionAccess]
+WeightsRelease = Release[ModelRelease]

@@ -1,10 +1,10 @@
 """Sensitive spans of a text and the edits that rewrite them (NDD distortion, span masking).
 
-A task that declares sensitive spans (``Task.span_kinds``) gives each example's spans as word ranges of
+A task that declares sensitive spans (``SpanTask.span_kinds``) gives each example's spans as word ranges of
 the example's text split on single spaces (``Span``); a pair's span names its segment. A span defense
 rewrites some of them (``Edit``: the span and the words that replace it, with the label fragment those
 words carry when they came from another example), and the task relabels the rewritten example
-(``Task.rewrite_label``). ``apply_edits`` is the one place words are replaced, so every task and defense
+(``SpanTask.rewrite_label``). ``apply_edits`` is the one place words are replaced, so every task and defense
 agrees on where the rewritten spans land.
 """
 
@@ -32,7 +32,7 @@ class Span(NamedTuple):
 
 class Edit(NamedTuple):
     """Replace ``span`` by ``words``; ``fragment`` is the label of those words where they came from (a
-    substituted phrase's tags or subtree, ``Task.span_fragment``), None for generated or masked words."""
+    substituted phrase's tags or subtree, ``SpanTask.span_fragment``), None for generated or masked words."""
 
     span: Span
     words: tuple[str, ...]

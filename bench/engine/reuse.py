@@ -10,7 +10,7 @@ server options, sizes, seed, device, precision) is already known runs only the a
    (``CellContext.client_only``: the server neither trains nor predicts), its release is checked against the
    record's ``release_digest`` when the record has one, and the record's utility is taken.
 
-Only releases of frozen token and sentence-representation protocols qualify: their data never depends on the
+Only releases of frozen token and sentence-representation paths qualify: their data never depends on the
 server's training (tokens: the client privatizes before the server sees anything; representations: the frozen
 public encoder, the defense's seeded secrets, and for gradients the server's freshly initialised head). A
 fine-tuned encoder is the adversary's public encoder and changes with training; a prediction API answers from the
@@ -42,17 +42,18 @@ from bench.core.errors import BenchError
 from bench.core.metrics import PROBE_PREFIX
 from bench.core.params import build_component
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
-from bench.core.releases import GradientRelease, PredictionAccess, Release, ReleaseKind
+from bench.core.releases import GradientRelease, ModelRelease, PredictionAccess, Release, ReleaseKind
 from bench.core.spec import RunSpec
 from bench.core.versions import compatible_kind, component_versions
-from bench.engine import protocols
 from bench.engine.cell import cell_context
+from bench.engine.paths import ReleasePath, choose_path
+from bench.engine.paths.tokens import TokenOutput, adapted_encoder, public_token_mechanism
 from bench.models.training import initial_head
 from bench.results.release_store import FORMAT, CorruptEntry, ReleaseStore, pack, unpack
 from bench.results.store import ResultStore
 
-STORED_PROTOCOLS = ("tokens", "representations")  # whose releases never depend on a frozen server's training
-SERVER_NOTES = ("probe", "probe_iterations")  # the notes these protocols' server part writes (of the probe)
+STORED_PATHS = ("tokens", "representations")  # whose releases never depend on a frozen server's training
+SERVER_NOTES = ("probe", "probe_iterations")  # the notes these paths' server part writes (of the probe)
 
 
 # -- where reuse is on ------------------------------------------------------------------------------------------
@@ -98,9 +99,9 @@ def reusing(results: ResultStore | None, lookup: bool = True,
 
 @dataclass(frozen=True)
 class Target:
-    """The release a cell attacks, when it is one the store keeps: its protocol, kind and store key."""
+    """The release a cell attacks, when it is one the store keeps: its path's name, kind and store key."""
 
-    protocol: str
+    protocol: str  # the release path's name (as records keep it in notes["protocol"])
     kind: ReleaseKind
     needs_spans: bool  # the attack reads the spans' slots, which the release then carries
     key: str
@@ -113,13 +114,13 @@ def base_config(spec_dict: dict[str, Any]) -> str:
 
 
 def target(spec: RunSpec) -> Target | None:
-    """The cell's attacked release, when the store keeps its kind (frozen token or representation protocols)."""
+    """The cell's attacked release, when the store keeps its kind (frozen token or representation paths)."""
     if spec.attack is None or spec.training.mode != "frozen":
         return None
     task_cls, defense_cls, attack_cls = TASKS.get(spec.task), DEFENSES.get(spec.defense), ATTACKS.get(spec.attack)
     kind = compatible_kind(defense_cls, attack_cls, task_cls)
-    protocol = protocols.choose_protocol(defense_cls, task_cls.protocols, kind)
-    if protocol not in STORED_PROTOCOLS:
+    protocol = choose_path(defense_cls, task_cls.protocols, kind).name
+    if protocol not in STORED_PATHS:
         return None
     needs_spans = bool(getattr(attack_cls, "needs_spans", False))
     task_version, defense_version, _ = component_versions(spec).split(" ")
@@ -144,7 +145,7 @@ class RecordIndex:
 
     def find(self, spec: RunSpec, found: Target):
         """The newest record of ``spec``'s configuration without the attack, of the same task and defense versions
-        and protocol, preferring one whose release digest can check this cell's release; None if there is none."""
+        and path, preferring one whose release digest can check this cell's release; None if there is none."""
         task_version, defense_version, _ = component_versions(spec).split(" ")
         best, best_rank = None, None
         candidates = self._by_config.get((base_config(_plain(spec.to_dict())), spec.seed), [])
@@ -186,11 +187,11 @@ def _attacked_kind(spec: RunSpec):
 
 
 def _protocol_of(spec: RunSpec, record, kind) -> str | None:
-    """The protocol a record ran (its notes say it; older records: chosen again as the runner chooses it)."""
+    """The release path a record ran (its notes say it; older records: chosen again as the runner chooses it)."""
     if "protocol" in record.notes:
         return record.notes["protocol"]
     try:
-        return protocols.choose_protocol(DEFENSES.get(spec.defense), TASKS.get(spec.task).protocols, kind)
+        return choose_path(DEFENSES.get(spec.defense), TASKS.get(spec.task).protocols, kind).name
     except BenchError:
         return None
 
@@ -213,7 +214,7 @@ def plan(spec: RunSpec, index: RecordIndex, releases: ReleaseStore | None) -> st
 class Prepared:
     """What ``prepare`` found: the cell ready for its attack (``cell``), or None to run it in full."""
 
-    cell: tuple | None = None  # (context, output, attacked kind, protocol), as run_defense returns them
+    cell: tuple | None = None  # (context, output, attacked kind, release path), as run_defense returns them
     run_id: str = ""  # the run whose server part the cell carries
     source: str = ""  # "store" or "regenerated"
     notes: dict[str, Any] = field(default_factory=dict)  # what the record says of the reuse (or why there was none)
@@ -252,7 +253,7 @@ def _from_store(spec: RunSpec, found: Target, releases: ReleaseStore) -> Prepare
     entry = releases.get(found.key)
     if entry is None:
         return None
-    context, defense, wanted, protocol = cell_context(spec)
+    context, defense, wanted, path = cell_context(spec)
     meta = entry.meta
     try:
         stored = unpack(meta["cell"], entry.arrays)
@@ -263,27 +264,28 @@ def _from_store(spec: RunSpec, found: Target, releases: ReleaseStore) -> Prepare
         raise Unusable("its release does not match its digest")
     if meta.get("data_hash") != context.data.data_hash():
         raise Unusable("the task's data differ from the data it was made from")
-    encoder = _adversary_encoder(defense, context, protocol)
+    encoder = _adversary_encoder(defense, context, path)
     if meta.get("encoder") != f"{spec.encoder}@{encoder.revision}":
         raise Unusable(f"it was made with encoder {meta.get('encoder')}")
-    output = protocols.CellOutput(stored["utility"], {found.kind: release}, stored["notes"], encoder,
-                                  truth_spans=stored["truth_spans"], probe=stored["probe"])
+    engine_only = {"truth_spans": stored["truth_spans"]} if path.name == "tokens" else {}
+    output = path.output(stored["utility"], {found.kind: release}, stored["notes"], encoder, probe=stored["probe"],
+                         **engine_only)
     _check_utility(context.task, output.utility, output.probe)
     run_id = meta["run_id"]
-    return Prepared((context, output, wanted, protocol), run_id, "store",
+    return Prepared((context, output, wanted, path), run_id, "store",
                     {"reused_from": run_id, "reused": f"the stored release (digest verified) and the utility of run "
                                                       f"{run_id}; only the attack ran"})
 
 
 def _regenerated(spec: RunSpec, found: Target, record, comparable: bool, why: list[str]) -> Prepared:
-    context, defense, wanted, protocol = cell_context(spec, client_only=True)
+    context, defense, wanted, path = cell_context(spec, client_only=True)
     if record.data_hash != context.data.data_hash():
         raise Unusable("the task's data differ from the data it ran on")
     utility, probe = _recorded_utility(context.task, record)
     server = context.task.server(spec, context.training)
     if hasattr(server, "probe") and not probe:  # as expects_probe: the server fits the probe beside its head
         raise Unusable("it predates the probe, whose utility/probe_* metrics a full run records")
-    output = protocols.run_protocol(protocol, defense, context, server)  # the client's part alone
+    output = path.run(defense, context, server)  # the client's part alone
     encoder = output.encoder or context.encoder
     if record.versions.get("encoder") != f"{spec.encoder}@{encoder.revision}":
         raise Unusable(f"it ran with encoder {record.versions.get('encoder')}")
@@ -300,7 +302,7 @@ def _regenerated(spec: RunSpec, found: Target, record, comparable: bool, why: li
                        f"{run_id}; only the client's part and the attack ran"}
     if why:
         notes["reuse"] = "; ".join(why) + "; regenerated"
-    return Prepared((context, output, wanted, protocol), run_id, "regenerated", notes)
+    return Prepared((context, output, wanted, path), run_id, "regenerated", notes)
 
 
 def _origin(record) -> str:
@@ -327,10 +329,10 @@ def _check_utility(task, utility: dict, probe: dict) -> None:
         raise Unusable("its utility metrics are not the task's")
 
 
-def _adversary_encoder(defense, context, protocol: str):
+def _adversary_encoder(defense, context, path: ReleasePath):
     """The encoder the adversary holds with a frozen token or representation release (``CellOutput.encoder``)."""
-    if protocol == "tokens" and context.options.adapt:
-        return protocols._adapted_encoder(defense, context)[0]  # the server's adapted checkpoint, from the cache
+    if path.name == "tokens" and context.options.adapt:
+        return adapted_encoder(defense, context)[0]  # the server's adapted checkpoint, from the cache
     return context.encoder
 
 
@@ -370,7 +372,7 @@ class Kept:
                 "kind": found.kind.value, "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "release": pack(_release_payload(release), arrays),
                 "cell": pack({"utility": dict(output.utility), "probe": dict(output.probe), "notes": dict(output.notes),
-                              "truth_spans": output.truth_spans}, arrays),
+                              "truth_spans": output.truth_spans if isinstance(output, TokenOutput) else None}, arrays),
             }
         except TypeError:
             return  # something in it cannot be stored without pickle: the next attack runs in full
@@ -412,7 +414,7 @@ def _canonical_data(data: Any) -> Any:
     if isinstance(data, GradientRelease):
         return {"model": {k: v for k, v in data.model.state_dict().items()}, "gradients": data.gradients,
                 "targets": data.targets, "regression": data.regression, "batch_size": data.batch_size}
-    if isinstance(data, protocols.ModelRelease):
+    if isinstance(data, ModelRelease):
         return dataclasses.replace(data, path=_folder_digest(data.path), base=Path(data.base).name)
     if isinstance(data, PredictionAccess):
         return {f.name: getattr(data, f.name) for f in dataclasses.fields(data) if f.name not in ("answer", "answered")}
@@ -484,7 +486,7 @@ def _release_payload(release: Release) -> dict[str, Any]:
 
 
 def _release(payload: dict[str, Any], found: Target, defense, context) -> Release:
-    """A stored release with its public mechanism and token space rebuilt from the defense, as the protocol makes
+    """A stored release with its public mechanism and token space rebuilt from the defense, as its path makes
     them."""
     if payload["kind"] != found.kind.value:
         raise ValueError("another kind")
@@ -497,7 +499,7 @@ def _release(payload: dict[str, Any], found: Target, defense, context) -> Releas
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in data["state"].items()})
         data = GradientRelease(model, data["gradients"], data["targets"], data["regression"], data["batch_size"])
     if found.protocol == "tokens":
-        mechanism, space = protocols.public_token_mechanism(defense), defense.token_space()
+        mechanism, space = public_token_mechanism(defense), defense.token_space()
     else:
         mechanism, space = defense.representation_mechanism(), None
     return Release(found.kind, data, owners=payload["owners"], mechanism=mechanism, space=space,

@@ -9,22 +9,21 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from bench.core.components import SpanDefense, Truth
+from bench.core.components import SpanDefense, span_kinds
 from bench.core.errors import BenchError
 from bench.core.examples import data_dir
 from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
-from bench.core.releases import ReleaseKind
 from bench.core.seeding import numpy_generator
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.smoke import smoke_budget
 from bench.core.spec import RunSpec
-from bench.core.versions import compatible_kind, component_versions  # noqa: F401 - component_versions: the CLI's name
+from bench.core.versions import compatible_kind
 from bench.engine import reuse
 from bench.engine.cell import run_defense
 from bench.engine.knowledge import knowledge_for
-from bench.engine.protocols import choose_protocol
+from bench.engine.paths import choose_path
 from bench.engine.provenance import hardware, versions
 from bench.engine.sanity import check_attack, check_client_part
 from bench.engine.server_options import ServerOptions
@@ -42,7 +41,7 @@ CHECK_STEPS = 3  # --check: steps of privacy-adaptive or further pretraining, un
 def check_spans(task_cls: type, defense_cls: type, attack_cls: type | None, defense_args: dict) -> None:
     """A span defense, or an attack scored on sensitive spans, needs a task that declares them (of the kinds
     the defense names)."""
-    declared = tuple(task_cls.span_kinds)
+    declared = span_kinds(task_cls)
     for name, needs in ((f"defense '{defense_cls.registry_name}'", issubclass(defense_cls, SpanDefense)),
                         (f"attack '{attack_cls.registry_name}'" if attack_cls else "",
                          bool(getattr(attack_cls, "needs_spans", False)))):
@@ -109,12 +108,12 @@ def make_spec(
         attack_obj.check()  # e.g. rss sbert=, mask-inference mlm=: resolved without loading weights
         attack_obj.check_task(task_cls)  # e.g. aia attributes=: the task has them
         resolved_attack = component_args(attack_obj)
-    protocol = choose_protocol(defense_cls, task_cls.protocols, wanted)
+    path = choose_path(defense_cls, task_cls.protocols, wanted)
     check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
     given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
     options = build_component(ServerOptions, given_server)
-    resolved_server = options.resolved(given_server, pretraining=protocol == "pretraining")
-    if options.adapt and protocol != "tokens":
+    resolved_server = options.resolved(given_server, pretraining=path.name == "pretraining")
+    if options.adapt and path.name != "tokens":
         raise BenchError(f"privacy-adaptive pretraining (adapt={options.adapt}) needs a text or token-vector release; "
                          f"defense '{defense}' releases sentence representations here.")
     overrides = parse_arg_string(training_args) if isinstance(training_args, str) else dict(training_args or {})
@@ -122,7 +121,7 @@ def make_spec(
         raise BenchError("choose the training mode with --mode (or mode: in a grid), not in the training arguments.")
     defaults = {**training_defaults(mode, encoder), **task_cls.training_defaults}
     training = build_component(TrainingConfig, {**defaults, **overrides})
-    if protocol == "representations" and not defense_cls.rehides_each_epoch:
+    if path.name == "representations" and not defense_cls.rehides_each_epoch:
         _check_release_once(defense, defense_obj, training.mode)
     n_train = task_cls.default_n_train if n_train is None else n_train
     n_eval = task_cls.default_n_eval if n_eval is None else n_eval
@@ -170,7 +169,6 @@ def majority_reference(task, data) -> dict[str, Any]:
     """``{"majority_utility": {metric: value}}``: the task's metrics for answering the training split's most
     frequent label on every evaluation example, the floor a server has to beat (class-id labels only; empty for
     regression, tagging and reading tasks)."""
-    import numpy as np
 
     train, evaluation = np.asarray(data.train.labels), np.asarray(data.eval.labels)
     if train.ndim != 1 or evaluation.ndim != 1 or train.dtype.kind not in "iub" or not (len(train) and len(evaluation)):
@@ -199,7 +197,7 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     started = time.perf_counter()
     attack_cls = ATTACKS.get(spec.attack) if spec.attack is not None else None
     reused = reuse.prepare(spec)  # a recorded configuration's release and utility, when reuse is on and fits
-    context, output, wanted, protocol = reused.cell or run_defense(spec)
+    context, output, wanted, path = reused.cell or run_defense(spec)
     task, data = context.task, context.data
     check_client_part(spec, output, data)  # a non-finite utility or release, or a collapsed token release
     utility = check_values(f"task '{spec.task}'", task.metrics, output.utility)
@@ -211,20 +209,14 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
     directions.update({f"utility/{m.name}": m.higher_is_better for m in probe_metrics(task.metrics)})
     notes = dict(data.notes, **output.notes)
     notes.update(majority_reference(task, data))
-    check_notes(notes, protocol)  # before the attack runs, so a note the schema lacks costs no attack's time
+    check_notes(notes, path.name)  # before the attack runs, so a note the schema lacks costs no attack's time
     kept = reuse.before_attack(spec, output, wanted)  # the release's digest, before an attack can touch it
 
     if attack_cls is not None:
         attack = build_component(attack_cls, spec.attack_args)
         release = output.release(wanted)
         public = knowledge_for(attack_cls, release, data, output.encoder or context.encoder, spec.task)
-        if release.kind is ReleaseKind.MODEL:  # weights: no example's text is public, the truth is the people
-            truth = Truth([], np.zeros(0), np.zeros(0), records=output.truth_records)
-        else:
-            owned = getattr(data, release.split)  # the split the release was made from (train, eval, attribute_eval)
-            truth = Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners],
-                          data.index_corpus()[1], spans=output.truth_spans if release.slots is not None else None,
-                          attributes=output.truth_attributes)
+        truth = output.truth(release, data)  # the path's output holds what only the engine knows
         guesses = attack.attack(release, public)
         random_guesses = attack.random_guess(release, public, numpy_generator(spec.seed, "random-guess"))
         check_attack(spec, release, data, guesses, random_guesses)  # non-finite guesses, or a broken deferred release
@@ -238,9 +230,9 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
         notes.update(getattr(attack, "run_notes", {}))  # what the attack measured about itself (speed, ...)
         notes["attacked_rows"] = int(len(release.owners))
         notes.update(public.notes())
-    notes["protocol"] = protocol
+    notes["protocol"] = path.name
     notes.update(kept.notes(reused))  # release_digest, attack_s; reused_from and what was reused
-    check_notes(notes, protocol)  # every key declared, typed and on its path (bench.results.notes)
+    check_notes(notes, path.name)  # every key declared, typed and on its path (bench.results.notes)
 
     record = ResultRecord(
         run_id=uuid.uuid4().hex,

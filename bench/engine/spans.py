@@ -1,5 +1,5 @@
-"""The span step of the token protocol: which sensitive spans a span defense rewrites, the rewrite itself, and
-where the sensitive spans of a token release lie (for the span-recovery attack).
+"""The span step of the tokens, pretraining and api paths: which sensitive spans a span defense rewrites, the
+rewrite itself, and where the sensitive spans of a token release lie (for the span-recovery attack).
 
 Selection (``select_spans``): the task's spans of the defense's kinds in each example, overlapping ones
 resolved by ``bench.core.spans.non_overlapping`` (inner phrases first), then, for a fraction below 1, that
@@ -96,7 +96,7 @@ def substitution_pool(task, data, texts: list[Text], labels: list[Any], spans: l
                       source: str | None = "public") -> dict[str, list]:
     """What a substitutive defense draws from, by kind (``source``: the defense's ``substitution_source()``).
 
-    ``public``: phrases of public text only: the task's public phrases of a kind (``Task.substitution_pool``)
+    ``public``: phrases of public text only: the task's public phrases of a kind (``SpanTask.substitution_pool``)
     and the spans of its public examples (``Task.public_examples``: examples of its sources that no split of the
     cell holds), distinct by their words. ``own``: the client's own spans (``span_pool``), a kind's public
     phrases instead where the task offers them. None (a defense that substitutes nothing): no pool.

@@ -397,7 +397,8 @@ the public mechanism (``release.mechanism``) and its parameters, not its random 
 Deviations: none yet; list every way this implementation differs from the paper.
 """
 
-''' + _ATTACK_HEAD + '''from bench.data.examples import flatten_segments
+''' + _ATTACK_HEAD + '''from bench.core.examples import flatten_segments
+from bench.privacy.token_space import space_of
 
 
 @register_attack("__NAME__")
@@ -416,7 +417,7 @@ class __CLS__(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge):
         """The released ids of each sentence (a pair's sentences in turn), and the space they are in."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         items, _ = flatten_segments(list(release.data))
         released = space.released_ids(items) if items and isinstance(items[0], str) else items
         return [np.concatenate([np.full(self.shift, -1), x])[: len(x)] for x in released], space
@@ -436,8 +437,9 @@ knows the public mechanism (``release.mechanism``) and its parameters, not its r
 Deviations: none yet; list every way this implementation differs from the paper.
 """
 
-''' + _ATTACK_HEAD + '''from bench.data.examples import flatten_segments
+''' + _ATTACK_HEAD + '''from bench.core.examples import flatten_segments
 from bench.privacy.mechanisms import nearest_tokens
+from bench.privacy.token_space import space_of
 
 
 @register_attack("__NAME__")
@@ -456,13 +458,13 @@ class __CLS__(Attack):
 
     def attack(self, release: Release, public: PublicKnowledge):
         """The nearest token of each released vector, per sentence, and the space they are in."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         vectors, _ = flatten_segments(list(release.data))
         return nearest_tokens([v * self.scale for v in vectors], space.table, space.candidates), space
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator):
         """A uniformly drawn token of the space at every released position."""
-        space = release.space.build(public.encoder)
+        space = space_of(release.space, public.encoder)
         vectors, _ = flatten_segments(list(release.data))
         return [rng.choice(space.candidates, size=len(v)) for v in vectors], space
 ''' + _TOKEN_SCORE
@@ -647,12 +649,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Examples, Metric, Task, TaskData, register_task, require
+from bench import Examples, Metric, TaskData, TokenTask, register_task, require
 from bench.core.scores import accuracy
 from bench.core.seeding import numpy_generator
-from bench.data.examples import sample_indices
+from bench.core.examples import sample_indices
 
-# replace with the task's data (read files under bench.data.examples.data_dir())
+# replace with the task's data (read files under bench.core.examples.data_dir())
 EXAMPLES = [
     (int(good), f"the {noun} is {word}")
     for noun in ("film", "story", "cast", "plot", "ending", "score")
@@ -662,7 +664,7 @@ EXAMPLES = [
 
 @register_task("__NAME__")
 @dataclass
-class __CLS__(Task):
+class __CLS__(TokenTask):
     """Classify a sentence as positive (1) or negative (0); scored by accuracy."""
 
     metrics: ClassVar[tuple[Metric, ...]] = (
@@ -719,16 +721,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import BenchError, Edit, Examples, Metric, Span, Task, TaskData, register_task, require
+from bench import BenchError, Edit, Examples, Metric, Span, SpanTask, TaskData, TokenTask, register_task, require
 from bench.core.seeding import numpy_generator
 from bench.data.alignment import word_of_pieces
-from bench.data.examples import sample_indices
+from bench.core.examples import sample_indices
 
 TAGS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 KINDS = ("PER", "LOC")
 TAG = {tag: i for i, tag in enumerate(TAGS)}
 
-# replace with the task's data (read files under bench.data.examples.data_dir()); words and tags, "" = O
+# replace with the task's data (read files under bench.core.examples.data_dir()); words and tags, "" = O
 NAMES = (("alice", "PER"), ("bob", "PER"), ("carol", "PER"), ("paris", "LOC"), ("new york", "LOC"),
          ("lima", "LOC"), ("dan", "PER"), ("oslo", "LOC"))
 FRAMES = ("{} went home", "we met {} today", "{} is far away", "they saw {} again")
@@ -761,7 +763,7 @@ def entities(tags) -> list[tuple[int, int, str]]:
 
 @register_task("__NAME__")
 @dataclass
-class __CLS__(Task):
+class __CLS__(TokenTask, SpanTask):
     """Tag each word O, PER or LOC (IOB2); scored by exact-match entity F1."""
 
     metrics: ClassVar[tuple[Metric, ...]] = (

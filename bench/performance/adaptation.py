@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from bench.core.params import require
 from bench.data.public_corpus import public_corpus
-from bench.engine.protocols import public_token_mechanism
+from bench.engine.paths.tokens import public_token_mechanism
 from bench.models.adaptation import OBJECTIVES, AdaptationConfig, Pretraining, adaptation_key
 from bench.performance.mechanisms import build_mechanisms
 

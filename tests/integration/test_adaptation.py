@@ -12,7 +12,7 @@ import torch
 
 from bench import DEFENSES
 from bench.core.params import build_component
-from bench.engine.protocols import public_token_mechanism
+from bench.engine.paths.tokens import public_token_mechanism
 from bench.engine.runner import make_spec, run_cell
 from bench.models.adaptation import AdaptationConfig, adapt_encoder
 

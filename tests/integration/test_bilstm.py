@@ -41,7 +41,7 @@ def test_frozen_mode_is_refused():
 
 
 def test_finetune_trains_the_lstm_not_the_table(monkeypatch):
-    from bench.engine.protocols import CellContext
+    from bench.engine.paths import CellContext
 
     copies = []
     original = CellContext.fresh_encoder

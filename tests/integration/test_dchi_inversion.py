@@ -52,7 +52,7 @@ def test_same_spec_same_release_other_seed_other_release(defense):
 def test_finetune_keeps_the_client_side_embedding_table_frozen(monkeypatch):
     import torch
 
-    from bench.engine.protocols import CellContext
+    from bench.engine.paths import CellContext
 
     copies = []
     original = CellContext.fresh_encoder

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from bench import DEFENSES, Examples, Metric, SpanDefense, Task, TaskData, TokenDefense, register_task
+from bench import DEFENSES, Examples, Metric, SpanDefense, TaskData, TokenDefense, TokenTask, register_task
 from bench.engine.runner import make_spec, run_cell
 
 NAMES = ["john", "mary", "james", "anna", "peter", "paul", "susan", "david", "laura", "robert"]
@@ -24,7 +24,7 @@ WORDS = ["the", "city", "went", "home", "with", "a", "friend", "after", "work", 
 
 @register_task("toy-tagging")
 @dataclass
-class ToyTagging(Task):
+class ToyTagging(TokenTask):
     """Synthetic first-name tagging: one tag per word; every word is one regular WordPiece."""
 
     metrics = (Metric("tag_accuracy", True, "fraction of released tokens tagged correctly"),)

@@ -5,8 +5,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.main import app
+from bench.core.examples import data_dir
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
-from bench.data.examples import data_dir
 
 runner = CliRunner()
 MADE = (("defense", "--family", "token"), ("defense", "--family", "span"), ("defense", "--family", "output"),

@@ -50,7 +50,7 @@ def test_finetune_mode_trains_the_encoder_through_texthide(monkeypatch, tmp_path
     """The encoder's weights change, and fine-tuned features never enter the shared cache."""
     import torch
 
-    from bench.engine.protocols import CellContext
+    from bench.engine.paths import CellContext
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     copies = []

@@ -405,7 +405,7 @@ def test_the_random_reference_ranks_100_names_too():
     """The random reference is a true precision at 100 as well, however few samples a round has."""
     from attacks.name_generation import NameGeneration, person_names
     from bench import PublicKnowledge, Release, ReleaseKind
-    from bench.engine.protocols import ModelRelease
+    from bench.core.releases import ModelRelease
 
     female, male, last = clinical.name_lists()
     data = ModelRelease("", sorted(set(female) | set(male)), last, ["asthma", "gout"], np.array([3, 1]))

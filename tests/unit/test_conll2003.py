@@ -171,14 +171,14 @@ def test_load_is_seeded_and_sized():
 
 
 def test_evaluate_on_is_declared_and_checked():
-    from bench import Task
+    from bench import TokenTask
 
     assert CoNLL2003.evaluate_on == "original" and CoNLL2003.protocols == ("tokens",)
     from tasks.glue import SST2
 
     assert SST2.evaluate_on == "released"  # GLUE is scored on privatized evaluation data, as before
 
-    class Bad(Task):
+    class Bad(TokenTask):
         registry_name = "bad"
         metrics = CoNLL2003.metrics
         protocols = ("representations", "tokens")

@@ -41,11 +41,11 @@ def test_the_training_split_is_released_once_unless_the_paper_rehides_each_epoch
     never sees two noise draws of an example; TextHide re-hides every epoch (§3.4), so its batches differ."""
     import torch
 
-    import bench.models.servers as servers
+    import bench.engine.paths.representations as representations
 
     sent = []
-    original = servers.HiddenBatches
-    monkeypatch.setattr(servers, "HiddenBatches", lambda *a, **k: sent.append(original(*a, **k)) or sent[-1])
+    original = representations.HiddenBatches
+    monkeypatch.setattr(representations, "HiddenBatches", lambda *a, **k: sent.append(original(*a, **k)) or sent[-1])
     run_cell(make_spec(defense=defense, defense_args=args, encoder="mock", training_args="epochs=1"))
     idx = torch.arange(8)
     first, second = (sent[0].batch(idx, 0, torch.Generator().manual_seed(s)) for s in (1, 2))

@@ -66,15 +66,14 @@ def plant(root):
 
 def test_a_token_only_the_attacked_split_holds_comes_only_through_the_release(tmp_path, monkeypatch):
     from attacks.inversion import _released_ids
-    from bench.engine.protocols import run_protocol
 
     root = write_tiny_glue(tmp_path / "data")
     plant(root)
     monkeypatch.setenv("BENCH_DATA_DIR", str(root))
     spec = runner.make_spec("sst2", "dchi-text", "inversion", defense_args={"eta": 5}, n_train=200, n_eval=60,
                             device="cpu")
-    context, defense, wanted, protocol = cell_context(spec, client_only=True)
-    output = run_protocol(protocol, defense, context, context.task.server(spec, context.training))
+    context, defense, wanted, path = cell_context(spec, client_only=True)
+    output = path.run(defense, context, context.task.server(spec, context.training))
     release = output.release(wanted)
     attack_cls = ATTACKS.get("inversion")
     public = knowledge_for(attack_cls, release, context.data, context.encoder, "sst2")
@@ -112,14 +111,12 @@ def test_the_task_keeps_the_rest_of_its_training_file_as_public_text_and_samples
 @pytest.mark.parametrize("defense,args", [("dchi-text", {"eta": 20}), ("santext-plus", {"eps": 3})])
 def test_the_client_only_part_releases_the_evaluation_split_as_a_full_run_does(tiny_data, defense, args):
     """An attack-only re-run (bench.engine.reuse) skips the training split's release: the attacked one is unchanged."""
-    from bench.engine.protocols import run_protocol
-
     spec = runner.make_spec("sst2", defense, "inversion", defense_args=args, n_train=60, n_eval=40, device="cpu",
                             training_args={"epochs": 1})
     releases = []
     for client_only in (False, True):
-        context, mechanism, wanted, protocol = cell_context(spec, client_only=client_only)
-        output = run_protocol(protocol, mechanism, context, context.task.server(spec, context.training))
+        context, mechanism, wanted, path = cell_context(spec, client_only=client_only)
+        output = path.run(mechanism, context, context.task.server(spec, context.training))
         releases.append(output.release(wanted).data)
     full, alone = releases
     assert len(full) == len(alone) == 40

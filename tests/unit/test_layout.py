@@ -125,15 +125,6 @@ LAYERS = (
     ("bench.cli",),
 )
 GRAPH_DIRS = ("bench", "tasks", "defenses", "attacks")
-# Files that other work rewrites at the same time; their own imports are left out of the graph until it lands.
-# TODO(lead): remove after merging issue 62's branches, and fix what the tests then report.
-PENDING_REWRITE = ("bench/engine/protocols.py",)
-# Imports kept only for those files, each an edge (file, imported module) the tests let pass. TODO(lead): remove.
-PENDING_ALIASES = {
-    ("bench/core/public.py", "bench.privacy.token_space"),  # SpaceRef.build for protocols.py and analysis/perf.py;
-    # the others call bench.privacy.token_space.space_of
-    ("bench/privacy/ndd.py", "bench.models.ndd"),  # the old name of bench.models.ndd, for analysis/ndd_perf.py
-}
 
 
 def layer_of(module: str) -> int:
@@ -148,20 +139,13 @@ def layer_of(module: str) -> int:
     return rank
 
 
-def _pending(path: Path) -> bool:
-    return str(path.relative_to(ROOT)).startswith(PENDING_REWRITE)
-
-
 def project_imports(type_checking: bool = True) -> list[tuple[Path, int, str]]:
     """(file, line, imported project module) of every import in GRAPH_DIRS, inside functions too;
     ``type_checking=False`` leaves out the imports under ``if TYPE_CHECKING:``."""
     found = []
     for path in python_files(*GRAPH_DIRS):
-        if _pending(path):
-            continue
         skip = set() if type_checking else _type_checking_lines(path)
-        found += [(path, line, name) for name, line in imports(path) if _top(name) in GRAPH_DIRS and line not in skip
-                  and (str(path.relative_to(ROOT)), name) not in PENDING_ALIASES]
+        found += [(path, line, name) for name, line in imports(path) if _top(name) in GRAPH_DIRS and line not in skip]
     return found
 
 
@@ -236,8 +220,6 @@ def test_no_private_name_crosses_a_module():
     """``from x import _name`` reaches into another module's internals: make the name public or move it."""
     bad = []
     for path in python_files(*GRAPH_DIRS):
-        if _pending(path):
-            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and _top(_absolute(path, node)) in GRAPH_DIRS:
                 bad += [_where(path, node.lineno, f"{_absolute(path, node)}.{alias.name}") for alias in node.names
@@ -266,7 +248,6 @@ LIBRARY_LAZY = {
     ("bench/engine/ray_executor.py", "bench.core.registry"): "runs in a Ray worker process",
     ("bench/engine/ray_executor.py", "bench.engine.runner"): "runs in a Ray worker process",
     ("bench/engine/ray_executor.py", "bench.models.encoders"): "runs in a Ray worker process",
-    ("bench/core/public.py", "bench.privacy.token_space"): "PENDING_ALIASES: SpaceRef.build",
     # names the tests replace on their module (monkeypatch), read when the function runs
     ("bench/core/journal.py", "bench.core.cache"): "identity_key",
     ("bench/engine/spans.py", "bench.core.cache"): "identity_key",
@@ -304,7 +285,7 @@ def test_project_modules_are_imported_at_the_top():
     bad = []
     for path in python_files(*GRAPH_DIRS):
         relative = str(path.relative_to(ROOT))
-        if _pending(path) or relative.startswith(COMMANDS_LAZY):
+        if relative.startswith(COMMANDS_LAZY):
             continue
         for line, name in _function_imports(path):
             component = relative.split("/", 1)[0] in COMPONENT_PACKAGES

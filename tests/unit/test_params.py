@@ -57,7 +57,8 @@ def test_a_parameter_added_later_keeps_old_config_hashes_while_at_its_default():
 
 def test_every_committed_record_resolves_to_its_config_hash(committed_records):
     """Current defaults reproduce each current record's hash, so grids skip it and the leaderboard groups it."""
-    from bench.engine.runner import component_versions, make_spec
+    from bench.core.versions import component_versions
+    from bench.engine.runner import make_spec
 
     for record in committed_records:
         spec = dict(record.spec)

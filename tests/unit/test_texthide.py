@@ -5,7 +5,7 @@ import torch
 
 from bench import DEFENSES
 from bench.core.params import build_component
-from bench.engine.protocols import release_like_training
+from bench.engine.paths.representations import release_like_training
 
 
 def make(m, k, dim=16, seed=0):
@@ -152,7 +152,8 @@ def test_bad_texthide_values_are_one_sentence_errors(args, message):
 
 def test_only_inter_cells_carry_the_label_fix_version(tiny_data):
     """The inter label fix supersedes inter cells only: intra's figures did not move, so its records stay current."""
-    from bench.engine.runner import component_versions, make_spec
+    from bench.core.versions import component_versions
+    from bench.engine.runner import make_spec
 
     intra = make_spec(defense="texthide", defense_args={"m": 256, "k": 4}, encoder="mock", attack="rss")
     inter = make_spec(defense="texthide", defense_args={"m": 256, "k": 4, "scheme": "inter"}, encoder="mock",

@@ -12,7 +12,7 @@ from bench.cli.common import PluginOption, load_plugins, out, user_errors
 from bench.core.params import describe_parameters
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.releases import ReleaseKind
-from bench.engine.protocols import released_kinds, rewrites_text
+from bench.core.versions import released_kinds, rewrites_text
 from bench.models.encoders import ENCODER_NAMES
 
 
@@ -68,13 +68,13 @@ def _task_settings(cls: type) -> str:
         return "+".join(names) if len(names) <= 6 else "+".join(names[:5]) + f"+... ({len(names)} kinds)"
 
     lines = [f"n_train={cls.default_n_train}, n_eval={cls.default_n_eval}  # examples, up to (--n-train, --n-eval)"]
-    if cls.evaluate_on == "original" and "api" not in cls.protocols:
+    if getattr(cls, "evaluate_on", "released") == "original":  # a TokenTask's
         lines.append("evaluate_on='original'  # only the training split is privatized")
-    if cls.span_kinds:
+    if getattr(cls, "span_kinds", ()):  # a SpanTask's
         lines.append(f"spans: {kinds(cls.span_kinds)}  # what span defenses rewrite (kinds=)")
-    if cls.utility_task:
+    if getattr(cls, "utility_task", ""):  # a PretrainingTask's
         lines.append(f"utility_task={cls.utility_task!r}  # scores the released model")
-    if cls.attributes:
+    if getattr(cls, "attributes", ()):  # an ApiTask's
         lines.append(f"attributes: {'+'.join(cls.attributes)}  # what attribute inference targets")
     if cls.training_defaults:
         lines.append("training: " + ",".join(f"{k}={v}" for k, v in cls.training_defaults.items()))
