@@ -128,11 +128,13 @@ def test_condition_baseline_prints_both_priors_per_task(monkeypatch, capsys):
 
 def test_main_job_phases_times_the_training_of_a_small_cell(tmp_path, monkeypatch, capsys):
     import bench.engine.runner as runner
+    import bench.models.servers as servers
     import bench.models.training as training
 
     monkeypatch.setenv("BENCH_DATA_DIR", str(write_tiny_glue(tmp_path / "data")))
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(training, "train_loop", training.train_loop)  # the script replaces both: put them back
+    monkeypatch.setattr(training, "train_loop", training.train_loop)  # the script replaces these: put them back
+    monkeypatch.setattr(servers, "train_loop", servers.train_loop)
     monkeypatch.setattr(runner, "run_cell", runner.run_cell)
     assert run_script("main_job_phases", "--encoder", "mock", "--n-train", "64", "--n-eval", "32", "--train-args",
                       "epochs=1", monkeypatch=monkeypatch) == 0
