@@ -136,7 +136,7 @@ _SCHEMA: list[Note] = [
             ("token_space", str, "the space tokens are released in: wordpiece or words"),
             ("evaluation_data", str, "when the evaluation split is released unprotected: which split is attacked"),
             ("span_slots", int, "span attacks: sensitive span slots located in the release")),
-    *_notes("mechanism", ("tokens", "representations"),
+    *_notes("mechanism", ("tokens", "representations", "api"),
             ("mean_noise_radius", float, "d_chi defenses: the mean noise radius n/eta (to read eta against the "
                                          "representation's scale)")),
     *_notes("mechanism", ("tokens",),

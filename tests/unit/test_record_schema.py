@@ -119,3 +119,21 @@ def test_the_docs_page_is_generated_from_the_schema():
     page = (ROOT / "docs" / "record-notes.md").read_text(encoding="utf-8")
     assert page == markdown()
     assert all(f"`{key}`" in page for key in SCHEMA)
+
+
+def test_what_each_defense_describes_is_declared_on_every_path_that_drives_it():
+    # a defense's describe() goes into the notes of each path it runs on (a d_chi token defense also guards a
+    # prediction API's training data): each key must be declared for all of them
+    import bench.engine.runner  # noqa: F401 - registers the shipped components
+    from bench.core.params import build_component
+    from bench.core.registry import DEFENSES
+    from bench.engine.paths import PATHS
+
+    bad = []
+    for name in DEFENSES.names():
+        cls = DEFENSES.get(name)
+        described = build_component(cls, {}).describe(384)
+        for path in PATHS.values():
+            if path.drives(cls):
+                bad += [f"{name} on {path.name}: {p}" for p in problems(described, path.name)]
+    assert bad == []
