@@ -3,9 +3,10 @@
 ``check_component(kind, cls)`` lists what is wrong with one task, defense or attack class (empty =
 it passes): it is a dataclass whose parameters have defaults and one-line comments; its module
 docstring has a summary line (and, for defenses and attacks, ``Paper:`` and ``Threat model:``); its
-declarations hold; a defense built twice from its defaults describes the same public mechanism and
-releases the same output from the same seed, of the type, rows and finite numbers the engine checks
-(``bench.engine.sanity.guard``); bad numeric values are refused with ``BenchError``.
+declarations hold; what a defense describes for a record's notes is declared in the notes schema on every
+release path that drives it (``bench.results.notes``); a defense built twice from its defaults describes the
+same public mechanism and releases the same output from the same seed, of the type, rows and finite numbers
+the engine checks (``bench.engine.sanity.guard``); bad numeric values are refused with ``BenchError``.
 Findings that may be intended (no invalid value refused at all) go to ``warnings`` instead.
 ``check_file(path)`` loads a plugin file and checks each component it registers (``bench check-plugin``).
 """
@@ -25,7 +26,9 @@ from bench.core.components import OutputDefense, RepresentationDefense, TokenDef
 from bench.core.errors import BenchError
 from bench.core.params import build_component, describe_parameters
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin
+from bench.engine.paths import PATHS
 from bench.engine.sanity import guard
+from bench.results.notes import problems as note_problems
 
 KINDS = ("defense", "attack", "task")
 DOC_FIELDS = {"defense": ("Paper:", "Threat model:"), "attack": ("Paper:", "Threat model:"), "task": ()}
@@ -59,10 +62,26 @@ def check_component(kind: str, cls: type, warnings: list[str] | None = None) -> 
         return problems  # nothing can be built from defaults
     if kind == "defense":
         problems += _check_defense_determinism(cls)
+        problems += _check_described_notes(cls)
     if kind != "task":
         problems += _check_loadable_defaults(cls)
     problems += _check_bad_values(cls, warnings)
     return problems
+
+
+def _check_described_notes(cls: type) -> list[str]:
+    """What ``describe`` returns goes into a record's notes on each path the defense runs on: each key must be
+    declared for that path (a plugin declares its own with ``bench.results.notes.declare``)."""
+    try:
+        described = build_component(cls, {}).describe(8)
+    except (BenchError, TypeError, ValueError) as exc:
+        return [f"describe(dim) failed from defaults: {exc}"]
+    found = []
+    for path in PATHS.values():
+        if path.drives(cls):
+            found += [f"describe() on the {path.name} path: {problem}"
+                      for problem in note_problems(described, path.name)]
+    return found
 
 
 def _check_loadable_defaults(cls: type) -> list[str]:

@@ -176,3 +176,38 @@ def test_a_grid_goes_on_past_a_failing_cell_and_retries_it_alone(tiny_data, tmp_
     assert second.exit_code == 0, second.output
     assert "ran 1 cells, skipped 2" in second.stdout
     assert recorded() == [0, 1, 2]
+
+
+DESCRIBED = HEADER + '''
+from bench.results.notes import Note, declare
+
+{declare}
+
+
+@register_defense("described-{suffix}")
+@dataclass
+class Described(RepresentationDefense):
+    """The identity, describing a note of its own."""
+
+    def representation_mechanism(self):
+        """The identity."""
+        return IdentityRepresentation()
+
+    def describe(self, dim):
+        """A key of its own."""
+        return {{"my_scale_{suffix}": 1.0}}
+'''
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_check_plugin_asks_a_defense_to_declare_the_notes_it_describes(tmp_path, declared):
+    suffix = "yes" if declared else "no"
+    declaration = f'declare(Note("my_scale_{suffix}", (float,), "mechanism", "its scale", ("representations",)))'
+    plugin = tmp_path / f"described_{suffix}.py"
+    plugin.write_text(DESCRIBED.format(suffix=suffix, declare=declaration if declared else ""))
+    result = invoke("check-plugin", plugin)
+    said = " ".join((result.output + result.stderr).split())
+    if declared:
+        assert result.exit_code == 0, said
+    else:
+        assert result.exit_code == 2 and f"note 'my_scale_{suffix}' is not declared" in said, said
