@@ -430,8 +430,9 @@ class PublicKnowledge:
         return self._read("public", self.public_texts)
 
     def notes(self) -> dict:
-        """What the attack knew, for the record: the index's size and the public text's description and size."""
-        found = {"attack_corpus_size": len(self.index_texts)}
+        """What the attack knew, for the record: the index's size and the public text's description and size, for
+        the corpora it declared (``granted``)."""
+        found = {"attack_corpus_size": len(self.index_texts)} if "index" in self.granted else {}
         if "public" in self.granted:
             found.update(public_corpus=self.public_source, public_corpus_size=len(self.public_texts))
         return found

@@ -75,7 +75,7 @@ def test_an_spl_cell_releases_pretrained_weights_and_scores_both_attacks(tiny_ml
     generate, probe = records["name-generation"], records["condition-probe"]
     for record in records.values():
         assert record.notes["protocol"] == "pretraining" and record.notes["pretrain_steps"] == 2
-        assert record.notes["utility_task"] == "ncbi-disease" and record.notes["attack_corpus_size"] == 0
+        assert record.notes["utility_task"] == "ncbi-disease" and "attack_corpus_size" not in record.notes  # no index
         assert 0.0 <= record.metrics["utility/f1"] <= 1.0
         assert 0.0 <= record.metrics["utility/probe_f1"] <= 1.0  # BioNER's convex probe on the released encoder
         assert record.data_source.startswith("synthetic:")
