@@ -124,7 +124,8 @@ register_task = TASKS.register
 
 # project modules a plugin written against an older layout may import, and where they are now
 MOVED = {"bench.data.examples": "bench.core.examples", "bench.models.cache": "bench.core.cache",
-         "bench.engine.protocols": "bench.engine.paths (its ModelRelease: bench.core.releases)", "bench.privacy.ndd": "bench.models.ndd",
+         "bench.engine.protocols": "bench.engine.paths (its ModelRelease: bench.core.releases)",
+         "bench.privacy.ndd": "bench.models.ndd",
          "bench.privacy.gradient_inversion": "bench.models.gradient_inversion",
          "bench.analysis.perf": "bench.performance.mechanisms", "bench.analysis.ndd_perf": "bench.performance.ndd",
          "bench.analysis.adaptation_perf": "bench.performance.adaptation",
