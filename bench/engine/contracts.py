@@ -25,7 +25,9 @@ from bench.core.components import OutputDefense, RepresentationDefense, TokenDef
 from bench.core.errors import BenchError
 from bench.core.params import build_component, describe_parameters
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin
+from bench.engine.paths import PATHS
 from bench.engine.sanity import guard
+from bench.results.notes import problems as note_problems
 
 KINDS = ("defense", "attack", "task")
 DOC_FIELDS = {"defense": ("Paper:", "Threat model:"), "attack": ("Paper:", "Threat model:"), "task": ()}
@@ -59,6 +61,7 @@ def check_component(kind: str, cls: type, warnings: list[str] | None = None) -> 
         return problems  # nothing can be built from defaults
     if kind == "defense":
         problems += _check_defense_determinism(cls)
+        problems += _check_described_notes(cls)
     if kind != "task":
         problems += _check_loadable_defaults(cls)
     problems += _check_bad_values(cls, warnings)
@@ -165,6 +168,17 @@ def _check_defense_determinism(cls: type) -> list[str]:
         except Exception as exc:  # noqa: BLE001
             problems.append(f"hide_batch fails on a fixed batch ({type(exc).__name__}: {exc})")
     return problems
+
+
+def _check_described_notes(cls: type) -> list[str]:
+    """What a defense built from defaults describes (its record notes) is declared on every path that drives it."""
+    try:
+        described = guard(cls()).describe(8)
+    except Exception:  # noqa: BLE001 - describe may need what a cell sets up; the engine checks the notes then
+        return []
+    found = [f"describe() on the {path.name} path: {problem} (declare it with bench.results.notes.declare)"
+             for path in PATHS.values() if path.drives(cls) for problem in note_problems(described, path.name)]
+    return list(dict.fromkeys(found))
 
 
 def _hide_once(defense) -> Any:
