@@ -67,6 +67,14 @@ class Task:
             if not issubclass(cls, PATH_HOOKS[path]):
                 raise BenchError(f"task '{cls.registry_name}' declares the {path} path: subclass "
                                  f"bench.{PATH_HOOKS[path].__name__}, whose hooks that path calls.")
+        for interface in (TokenTask, SpanTask, PretrainingTask, ApiTask):  # a hook the engine would never read
+            stray = [name for name, default in vars(interface).items() if not name.startswith("_")
+                     and name != "check_declarations" and getattr(cls, name, default) is not default
+                     and getattr(cls, name) != default]
+            if stray and not issubclass(cls, interface):
+                raise BenchError(f"task '{cls.registry_name}' declares {stray[0]}, a hook of "
+                                 f"bench.{interface.__name__}: subclass bench.{interface.__name__}, or the engine "
+                                 "never reads it.")
 
     metric: ClassVar[str] = ""  # the headline utility metric's name (set from ``metrics``)
 

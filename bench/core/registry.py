@@ -122,6 +122,17 @@ register_attack = ATTACKS.register
 register_task = TASKS.register
 
 
+# project modules a plugin written against an older layout may import, and where they are now
+MOVED = {"bench.data.examples": "bench.core.examples", "bench.models.cache": "bench.core.cache",
+         "bench.engine.protocols": "bench.engine.paths (its ModelRelease: bench.core.releases)",
+         "bench.privacy.ndd": "bench.models.ndd",
+         "bench.privacy.gradient_inversion": "bench.models.gradient_inversion",
+         "bench.analysis.perf": "bench.performance.mechanisms", "bench.analysis.ndd_perf": "bench.performance.ndd",
+         "bench.analysis.adaptation_perf": "bench.performance.adaptation",
+         "bench.analysis.deniability": "bench.reproduction.deniability",
+         "bench.analysis.reproduce": "bench.reproduction.reproduce", "bench.analysis": "bench.reproduction"}
+
+
 def load_plugin(path: str | Path) -> str:
     """Import a component file so that the components it registers become available; returns its module's name.
 
@@ -154,6 +165,9 @@ def load_plugin(path: str | Path) -> str:
                          "a plugin file must only define and register components.") from None
     except Exception as exc:
         sys.modules.pop(module_name, None)
+        moved = MOVED.get(getattr(exc, "name", None) or "") if isinstance(exc, ModuleNotFoundError) else None
+        if moved:
+            raise BenchError(f"plugin {path} imports {exc.name}, which is now {moved}; change its import.") from None
         raise BenchError(
             f"plugin {path} failed to import ({type(exc).__name__}: {exc})."
         ) from exc

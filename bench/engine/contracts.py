@@ -186,6 +186,17 @@ def _check_defense_determinism(cls: type) -> list[str]:
     return problems
 
 
+def _check_described_notes(cls: type) -> list[str]:
+    """What a defense built from defaults describes (its record notes) is declared on every path that drives it."""
+    try:
+        described = guard(cls()).describe(8)
+    except Exception:  # noqa: BLE001 - describe may need what a cell sets up; the engine checks the notes then
+        return []
+    found = [f"describe() on the {path.name} path: {problem} (declare it with bench.results.notes.declare)"
+             for path in PATHS.values() if path.drives(cls) for problem in note_problems(described, path.name)]
+    return list(dict.fromkeys(found))
+
+
 def _hide_once(defense) -> Any:
     import torch
 

@@ -232,8 +232,8 @@ def check(notes: Mapping[str, Any], path: str | None = None) -> None:
     notes conform."""
     found = problems(notes, path)
     if found:
-        raise SchemaError(f"{'; '.join(found)}: declare it there (key, type, paths, one-line comment) or do not write "
-                          "it.")
+        raise SchemaError(f"{'; '.join(found)}: declare it there (key, type, paths, one-line comment; a plugin in its "
+                          "own file, with bench.results.notes.declare) or do not write it.")
 
 
 class SchemaError(AssertionError):

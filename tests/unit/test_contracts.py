@@ -145,3 +145,15 @@ def test_check_plugin_accepts_a_file_of_the_shipped_folders(relative, monkeypatc
     assert check_file(path) == {"defense texthide": []}
     listed = invoke("list", "--plugin", path)
     assert listed.exit_code == 0 and "texthide" in listed.output
+
+
+def test_check_plugin_names_a_note_its_defense_describes_without_declaring(tmp_path, clean_registries):
+    # a defense written before the notes schema: the engine would stop its cell after the server trained
+    path = tmp_path / "noted.py"
+    path.write_text(BAD.format(name="noted", field="sigma: float = 0.5  # noise scale") + '''
+    def describe(self, dim):
+        """The noise norm."""
+        return {"noise_norm": self.sigma * dim ** 0.5}
+''')
+    problems = check_file(path)["defense noted"]
+    assert any("noise_norm" in p and "representations" in p and "declare" in p for p in problems), problems

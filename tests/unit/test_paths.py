@@ -55,6 +55,31 @@ def test_a_task_of_a_path_must_implement_its_hooks():
     Tokens.check_declarations()
 
 
+def test_a_hook_declared_without_its_interface_is_refused():
+    # a task written against the old Task (every path's hooks on it) declares spans on a token task: span_kinds()
+    # reads them only from a SpanTask, so span defenses would say it declares none; registration says why instead
+    class OldSpans(TokenTask):
+        registry_name = "old-spans"
+        metrics = (Metric("accuracy", True, "share right"),)
+        protocols = ("tokens",)
+        span_kinds = ("PER",)
+
+        def sensitive_spans(self, data, split, index):
+            return []
+
+    with pytest.raises(BenchError, match="span_kinds.*subclass bench.SpanTask"):
+        OldSpans.check_declarations()
+
+    class OldAttributes(TokenTask):
+        registry_name = "old-attributes"
+        metrics = OldSpans.metrics
+        protocols = ("tokens",)
+        attributes = ("gender",)
+
+    with pytest.raises(BenchError, match="attributes.*subclass bench.ApiTask"):
+        OldAttributes.check_declarations()
+
+
 @pytest.mark.parametrize("task,defense,wanted,expected", [
     ("sst2", "texthide", None, "representations"),
     ("sst2", "texthide", ReleaseKind.GRADIENTS, "representations"),

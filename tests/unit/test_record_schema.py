@@ -101,6 +101,12 @@ def test_an_undeclared_note_is_a_developer_error_in_one_sentence():
     check({"released_tokens": 3, "mean_noise_radius": 2, "mlm": None}, "tokens")  # an int is a number
 
 
+def test_an_undeclared_note_tells_a_plugin_how_to_declare_it():
+    # a plugin cannot edit bench/results/notes.py: the sentence names the call it makes in its own file
+    with pytest.raises(SchemaError, match=r"a plugin .*bench\.results\.notes\.declare"):
+        check({"noise_norm": 1.0}, "representations")
+
+
 def test_the_engine_checks_a_new_records_notes_before_the_attack(tiny_data, monkeypatch):
     from bench.engine.runner import make_spec, run_cell
     from defenses.dchi import DchiSequence

@@ -53,3 +53,10 @@ def test_plugin_that_fails_to_import_is_one_clear_error(tmp_path):
 def test_missing_plugin_file_is_an_error(tmp_path):
     with pytest.raises(BenchError, match="does not exist"):
         load_plugin(tmp_path / "absent.py")
+
+
+def test_a_plugin_importing_a_moved_module_is_told_where_it_went(tmp_path):
+    plugin = tmp_path / "old_task.py"
+    plugin.write_text("from bench.data.examples import sample_indices\n")
+    with pytest.raises(BenchError, match="bench.data.examples.*now bench.core.examples"):
+        load_plugin(plugin)
