@@ -69,21 +69,6 @@ def check_component(kind: str, cls: type, warnings: list[str] | None = None) -> 
     return problems
 
 
-def _check_described_notes(cls: type) -> list[str]:
-    """What ``describe`` returns goes into a record's notes on each path the defense runs on: each key must be
-    declared for that path (a plugin declares its own with ``bench.results.notes.declare``)."""
-    try:
-        described = build_component(cls, {}).describe(8)
-    except (BenchError, TypeError, ValueError) as exc:
-        return [f"describe(dim) failed from defaults: {exc}"]
-    found = []
-    for path in PATHS.values():
-        if path.drives(cls):
-            found += [f"describe() on the {path.name} path: {problem}"
-                      for problem in note_problems(described, path.name)]
-    return found
-
-
 def _check_loadable_defaults(cls: type) -> list[str]:
     """``check()`` (the names a component's arguments hold, resolved before anything runs) passes on defaults."""
     try:

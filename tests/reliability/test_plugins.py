@@ -200,7 +200,10 @@ class Described(RepresentationDefense):
 
 
 @pytest.mark.parametrize("declared", [False, True])
-def test_check_plugin_asks_a_defense_to_declare_the_notes_it_describes(tmp_path, declared):
+def test_check_plugin_asks_a_defense_to_declare_the_notes_it_describes(tmp_path, declared, monkeypatch):
+    from bench.results import notes
+
+    monkeypatch.setattr(notes, "SCHEMA", dict(notes.SCHEMA))  # the plugin's declaration stays in this test
     suffix = "yes" if declared else "no"
     declaration = f'declare(Note("my_scale_{suffix}", (float,), "mechanism", "its scale", ("representations",)))'
     plugin = tmp_path / f"described_{suffix}.py"

@@ -138,6 +138,8 @@ def test_what_each_defense_describes_is_declared_on_every_path_that_drives_it():
     bad = []
     for name in DEFENSES.names():
         cls = DEFENSES.get(name)
+        if not cls.__module__.startswith("defenses."):
+            continue  # a plugin another test registered
         described = build_component(cls, {}).describe(384)
         for path in PATHS.values():
             if path.drives(cls):
