@@ -26,6 +26,7 @@ from bench.core.components import OutputDefense, RepresentationDefense, TokenDef
 from bench.core.errors import BenchError
 from bench.core.params import build_component, describe_parameters
 from bench.core.registry import ATTACKS, DEFENSES, TASKS, load_plugin
+from bench.core.smoke import smoke_budget
 from bench.engine.paths import PATHS
 from bench.engine.sanity import guard
 from bench.results.notes import problems as note_problems
@@ -174,7 +175,8 @@ def _check_defense_determinism(cls: type) -> list[str]:
 def _check_described_notes(cls: type) -> list[str]:
     """What a defense built from defaults describes (its record notes) is declared on every path that drives it."""
     try:
-        described = guard(cls()).describe(8)
+        with smoke_budget():  # a model describe() reads (NDD's MLM) is built at the smoke budget, in seconds
+            described = guard(cls()).describe(8)
     except Exception:  # noqa: BLE001 - describe may need what a cell sets up; the engine checks the notes then
         return []
     found = [f"describe() on the {path.name} path: {problem} (declare it with bench.results.notes.declare)"

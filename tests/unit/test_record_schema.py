@@ -133,6 +133,7 @@ def test_what_each_defense_describes_is_declared_on_every_path_that_drives_it():
     import bench.engine.runner  # noqa: F401 - registers the shipped components
     from bench.core.params import build_component
     from bench.core.registry import DEFENSES
+    from bench.core.smoke import smoke_budget
     from bench.engine.paths import PATHS
 
     bad = []
@@ -140,7 +141,8 @@ def test_what_each_defense_describes_is_declared_on_every_path_that_drives_it():
         cls = DEFENSES.get(name)
         if not cls.__module__.startswith("defenses."):
             continue  # a plugin another test registered
-        described = build_component(cls, {}).describe(384)
+        with smoke_budget():  # NDD describes its MLM: built at the smoke budget, in seconds
+            described = build_component(cls, {}).describe(384)
         for path in PATHS.values():
             if path.drives(cls):
                 bad += [f"{name} on {path.name}: {p}" for p in problems(described, path.name)]
