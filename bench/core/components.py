@@ -188,7 +188,6 @@ class PretrainingTask(Task):
     @classmethod
     def check_declarations(cls) -> None:
         """The task declares this path alone, and its utility task."""
-
         super().check_declarations()
         if cls.protocols != ("pretraining",) or not cls.utility_task:
             raise BenchError(f"task '{cls.registry_name}' pretrains on its data: declare protocols = "
@@ -220,7 +219,6 @@ class ApiTask(Task):
     @classmethod
     def check_declarations(cls) -> None:
         """The task declares this path alone, and its attributes."""
-
         super().check_declarations()
         if cls.protocols != ("api",) or not cls.attributes:
             raise BenchError(f"task '{cls.registry_name}' must declare `attributes` exactly when it serves a "

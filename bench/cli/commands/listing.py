@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.cli.common import PluginOption, load_plugins, out, user_errors
+from bench.core.components import span_kinds
 from bench.core.params import describe_parameters
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.releases import ReleaseKind
@@ -70,8 +71,8 @@ def _task_settings(cls: type) -> str:
     lines = [f"n_train={cls.default_n_train}, n_eval={cls.default_n_eval}  # examples, up to (--n-train, --n-eval)"]
     if getattr(cls, "evaluate_on", "released") == "original":  # a TokenTask's
         lines.append("evaluate_on='original'  # only the training split is privatized")
-    if getattr(cls, "span_kinds", ()):  # a SpanTask's
-        lines.append(f"spans: {kinds(cls.span_kinds)}  # what span defenses rewrite (kinds=)")
+    if span_kinds(cls):
+        lines.append(f"spans: {kinds(span_kinds(cls))}  # what span defenses rewrite (kinds=)")
     if getattr(cls, "utility_task", ""):  # a PretrainingTask's
         lines.append(f"utility_task={cls.utility_task!r}  # scores the released model")
     if getattr(cls, "attributes", ()):  # an ApiTask's
