@@ -9,6 +9,7 @@ as a perfect defense or a perfect attack.
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 import numpy as np
@@ -209,16 +210,16 @@ def guard(defense: Any) -> Any:
     if isinstance(defense, TokenDefense):
         token_mechanism = defense.token_mechanism
 
+        def checked_privatize(mechanism, ids, space, rng, *rest, **keywords):
+            out = type(mechanism).privatize(mechanism, ids, space, rng, *rest, **keywords)
+            token_output(owner, out, len(ids))
+            return out
+
         def checked_mechanism(*more, **named):
             mechanism = token_mechanism(*more, **named)
-            privatize = mechanism.privatize
-
-            def checked_privatize(ids, space, rng, *rest, **keywords):
-                out = privatize(ids, space, rng, *rest, **keywords)
-                token_output(owner, out, len(ids))
-                return out
-
-            mechanism.privatize = checked_privatize
+            # a bound method: a deep copy of the mechanism (privacy-adaptive pretraining fits its own) checks
+            # the copy's privatize, not the original's
+            mechanism.privatize = types.MethodType(checked_privatize, mechanism)
             return mechanism
 
         defense.token_mechanism = checked_mechanism

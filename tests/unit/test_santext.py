@@ -165,3 +165,25 @@ def test_bad_values_are_refused(tiny_data, defense, args, message):
 def test_santext_has_no_p_or_w(tiny_data):
     with pytest.raises(BenchError):
         make_spec(defense="santext", defense_args={"p": 0.3}, encoder="mock")
+
+
+def test_a_guarded_mechanism_copied_and_fitted_privatizes_as_the_copy():
+    """Privacy-adaptive pretraining deep-copies the release's mechanism and fits the copy: the output check the
+    engine wraps around privatize must follow the copy (it called the unfitted original before)."""
+    import copy
+    from types import SimpleNamespace
+
+    from bench.core.registry import DEFENSES
+    from bench.engine.sanity import guard
+
+    defense = guard(DEFENSES.get("santext-plus")(eps=3.0, p=0.3, w=0.5))
+    original = defense.token_mechanism()
+    copied = copy.deepcopy(original)
+    space = SimpleNamespace(table=table(8), format="wordpiece", candidates=np.arange(8))
+    ids = [np.array([0, 1, 2, 3]), np.array([4, 5, 6, 7, 1])]
+    copied.fit(ids, space)
+    out = copied.privatize(ids, space, np.random.default_rng(0))
+    assert [len(x) for x in out] == [4, 5]
+    with pytest.raises(BenchError, match="call fit before privatize"):
+        original.privatize(ids, space, np.random.default_rng(0))
+    assert copied.privatize.__self__ is copied  # the check is bound to the copy
