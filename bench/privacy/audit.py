@@ -16,10 +16,11 @@ The claims (``claimed_loss``):
   non-sensitive token reaches V_S with probability p only) and 0 otherwise. An unprotected output
   y ∉ V_P may come from one input only, y itself: the audit counts any other as a violation.
 
-Events are built from the releases, in two halves. Continuous releases (token vectors) are first
-reduced to the likelihood-ratio statistic T(z) = ||z - phi(x')|| - ||z - phi(x)|| and binned at
-quantiles of the first half. On the first half, outputs are ranked by their empirical ratio, and the
-candidate events are the top 1, 2, 4, ... outputs, in each direction. On the second half, each event
+Events are built from the releases, in two halves. Every release is reduced to the likelihood-ratio
+statistic T(z) = ||z - phi(x')|| - ||z - phi(x)|| of its vector (a token release: of its embedding),
+binned at quantiles of the first half; a token release is also taken as itself. On the first half, bins
+and tokens are ranked by their empirical ratio, and the candidate events are the top 1, 2, 4, ... of
+them, in each direction. On the second half, each event
 gets a lower bound ln(lower_x) - ln(upper_x'), the two one-sided Clopper-Pearson bounds sharing the
 event's error budget; the budget alpha is split evenly (Bonferroni) over the pairs and their events,
 so every pair's audited bound holds at once with probability at least 1 - alpha.
@@ -48,7 +49,7 @@ class PairAudit:
     distance: float  # Euclidean distance of the pair's embeddings in the mechanism's space
     kind: str  # "" or, for SanText+, which of the pair is sensitive ("S/S", "S/N", "N/N")
     claim: float  # the loss the mechanism claims for this pair (eps·d, plus eps_0 for SanText+)
-    lower: float  # audited lower bound of the loss (-inf when no event had releases from both sides)
+    lower: float  # audited lower bound of the loss (0 when no event bounds it above 0: a loss is never negative)
     estimate: float  # the empirical loss of the event that gave ``lower``, on the evaluation half
     event_size: int  # outputs (or bins) in that event
     events: int  # candidate events the budget was split over
@@ -122,11 +123,11 @@ def claimed_loss(mechanism: TokenMechanism, x: int, x_prime: int, distance: floa
         return base.eta * distance, ""
     require(isinstance(base, ExponentialMechanism), f"the audit knows no claim of mechanism '{base.name}'.")
     sensitive = base.sensitive
-    if sensitive is None or len(sensitive) == 0:
+    if sensitive is None or len(sensitive) == 0 or base.w >= 1:
         return base.eps * distance, ""
     inside = [bool(np.isin(t, sensitive)) for t in (x, x_prime)]
     kind = "/".join("S" if s else "N" for s in inside)
-    if base.w >= 1 or inside[0] == inside[1]:
+    if inside[0] == inside[1]:
         return base.eps * distance, kind
     return base.eps * distance + (np.log(1 / base.p) if base.p > 0 else np.inf), kind
 
@@ -228,20 +229,35 @@ def event_bound(first: np.ndarray, second: np.ndarray, event: np.ndarray, alpha:
     return lower, estimate
 
 
-def labels_of(mechanism: TokenMechanism, space, x: int, x_prime: int, out_x: np.ndarray, out_y: np.ndarray,
-              edges: np.ndarray | None = None):
-    """Discrete labels of the releases: token ids (unprotected outputs marked), or bins of T for vectors."""
+def views(mechanism: TokenMechanism, space, x: int, x_prime: int, out_x: np.ndarray, out_y: np.ndarray, half: int):
+    """The releases as discrete labels, each view split into (selection x, selection x', evaluation x, evaluation x').
+
+    Vectors: bins of T(z). Tokens: their ids, and bins of T(phi(y)), which ranks outputs by how much nearer x
+    than x' they lie (the exponential mechanism's log ratio is eps/2 · T(phi(y)) plus a constant). Outputs
+    outside V_P (SanText+'s own-token releases) get the label ``UNPROTECTED``, which no event holds."""
+    found = []
     if out_x.ndim == 2:
-        stat_x = likelihood_statistic(out_x, space.table[x], space.table[x_prime])
-        stat_y = likelihood_statistic(out_y, space.table[x], space.table[x_prime])
-        if edges is None:
-            edges = np.unique(np.quantile(np.concatenate([stat_x, stat_y]), VECTOR_BINS))
-        return np.searchsorted(edges, stat_x, side="right"), np.searchsorted(edges, stat_y, side="right"), edges
+        found.append(_binned(likelihood_statistic(out_x, space.table[x], space.table[x_prime]),
+                             likelihood_statistic(out_y, space.table[x], space.table[x_prime]), half))
+        return found
     protected = sensitive_set(mechanism)
-    if protected is None or len(protected) == len(space.candidates):
-        return out_x.astype(np.int64), out_y.astype(np.int64), None
-    return (np.where(np.isin(out_x, protected), out_x, UNPROTECTED),
-            np.where(np.isin(out_y, protected), out_y, UNPROTECTED), None)
+    masks = [np.ones(len(out), dtype=bool) if protected is None else np.isin(out, protected) for out in (out_x, out_y)]
+    ids = [np.where(mask, out, UNPROTECTED).astype(np.int64) for out, mask in zip((out_x, out_y), masks)]
+    found.append((ids[0][:half], ids[1][:half], ids[0][half:], ids[1][half:]))
+    stats = [likelihood_statistic(space.table[out], space.table[x], space.table[x_prime]) for out in (out_x, out_y)]
+    binned = _binned(stats[0], stats[1], half, masks)
+    found.append(binned)
+    return found
+
+
+def _binned(stat_x: np.ndarray, stat_y: np.ndarray, half: int, masks=None):
+    """Bins of a statistic at quantiles (``VECTOR_BINS``) of the selection half, pooled over both inputs."""
+    masks = masks or [np.ones(len(stat_x), dtype=bool), np.ones(len(stat_y), dtype=bool)]
+    pooled = np.concatenate([stat_x[:half][masks[0][:half]], stat_y[:half][masks[1][:half]]])
+    edges = np.unique(np.quantile(pooled, VECTOR_BINS)) if len(pooled) else np.zeros(0)
+    labels = [np.where(mask, np.searchsorted(edges, stat, side="right"), UNPROTECTED)
+              for stat, mask in ((stat_x, masks[0]), (stat_y, masks[1]))]
+    return labels[0][:half], labels[1][:half], labels[0][half:], labels[1][half:]
 
 
 def unprotected_violations(mechanism: TokenMechanism, x: int, x_prime: int, out_x, out_y) -> int:
@@ -259,17 +275,16 @@ def audit_pair(mechanism: TokenMechanism, space, x: int, x_prime: int, distance:
     require(0 < alpha < 1, f"alpha must be in (0, 1), got {alpha}.")
     claim, kind = claimed_loss(mechanism, x, x_prime, distance)
     out_x, out_y = releases(mechanism, space, x, x_prime, trials, rng)
-    half = trials // 2
-    sel_x, sel_y, edges = labels_of(mechanism, space, x, x_prime, out_x[:half], out_y[:half])
-    ev_x, ev_y, _ = labels_of(mechanism, space, x, x_prime, out_x[half:], out_y[half:], edges)
-    events = candidate_events(sel_x, sel_y)
+    events = [(event, forward, ev_x, ev_y)
+              for sel_x, sel_y, ev_x, ev_y in views(mechanism, space, x, x_prime, out_x, out_y, trials // 2)
+              for event, forward in candidate_events(sel_x, sel_y)]
     best = (-np.inf, -np.inf, 0)
-    for event, forward in events:
+    for event, forward, ev_x, ev_y in events:
         pair = (ev_x, ev_y) if forward else (ev_y, ev_x)
         lower, estimate = event_bound(*pair, event, alpha / len(events))
         if lower > best[0]:
             best = (lower, estimate, len(event))
-    return PairAudit(x, x_prime, distance, kind, claim, best[0], best[1], best[2], len(events), trials,
+    return PairAudit(x, x_prime, distance, kind, claim, max(best[0], 0.0), best[1], best[2], len(events), trials,
                      unprotected_violations(mechanism, x, x_prime, out_x, out_y),
                      exact_loss(mechanism, space, x, x_prime))
 
