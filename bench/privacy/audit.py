@@ -63,9 +63,8 @@ class PairAudit:
         return self.lower > self.claim + 1e-9 or self.violations > 0
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready (infinities as None)."""
-        return {key: (None if isinstance(v, float) and not np.isfinite(v) else v) for key, v in asdict(self).items()} \
-            | {"exceeds": self.exceeds}
+        """The fields and the verdict (bench.core.jsontext.strict_json writes an infinity as null)."""
+        return asdict(self) | {"exceeds": self.exceeds}
 
 
 class LeakyMechanism(TokenMechanism):

@@ -130,11 +130,8 @@ def audit_rows(report: dict[str, Any]) -> list[list[str]]:
         verdict = "EXCEEDS" if pair["exceeds"] else "ok"
         if pair["violations"]:
             verdict += f" ({pair['violations']} unprotected leaks)"
-        lower = -np.inf if pair["lower"] is None else pair["lower"]
-        estimate = -np.inf if pair["estimate"] is None else pair["estimate"]
-        claim = np.inf if pair["claim"] is None else pair["claim"]
         rows.append([f"{pair['token']} / {pair['token_prime']}" + (f" ({pair['kind']})" if pair["kind"] else ""),
-                     f"{pair['distance']:.3f}", _number(claim), _number(lower), _number(estimate),
+                     f"{pair['distance']:.3f}", _number(pair["claim"]), _number(pair["lower"]), _number(pair["estimate"]),
                      _number(pair["exact"]), str(pair["trials"]), verdict])
     return rows
 
