@@ -53,6 +53,7 @@ class PairAudit:
     estimate: float  # the empirical loss of the event that gave ``lower``, on the evaluation half
     event_size: int  # outputs (or bins) in that event
     events: int  # candidate events the budget was split over
+    ceiling: float  # the largest bound these trials and this budget can give (all of x's releases, none of x')
     trials: int  # releases of each input (half select, half evaluate)
     violations: int = 0  # SanText+: unprotected outputs released from another input than themselves
     exact: float | None = None  # the exact loss of the implemented distribution, where it has a closed form
@@ -277,13 +278,16 @@ def audit_pair(mechanism: TokenMechanism, space, x: int, x_prime: int, distance:
     events = [(event, forward, ev_x, ev_y)
               for sel_x, sel_y, ev_x, ev_y in views(mechanism, space, x, x_prime, out_x, out_y, trials // 2)
               for event, forward in candidate_events(sel_x, sel_y)]
-    best = (-np.inf, -np.inf, 0)
+    best, budget = (-np.inf, -np.inf, 0), alpha / max(len(events), 1)
     for event, forward, ev_x, ev_y in events:
         pair = (ev_x, ev_y) if forward else (ev_y, ev_x)
-        lower, estimate = event_bound(*pair, event, alpha / len(events))
+        lower, estimate = event_bound(*pair, event, budget)
         if lower > best[0]:
             best = (lower, estimate, len(event))
-    return PairAudit(x, x_prime, distance, kind, claim, max(best[0], 0.0), best[1], best[2], len(events), trials,
+    evaluated = trials - trials // 2
+    ceiling, _ = event_bound(np.zeros(evaluated), np.ones(evaluated), np.zeros(1), budget)
+    return PairAudit(x, x_prime, distance, kind, claim, max(best[0], 0.0), best[1], best[2], len(events),
+                     ceiling, trials,
                      unprotected_violations(mechanism, x, x_prime, out_x, out_y),
                      exact_loss(mechanism, space, x, x_prime))
 

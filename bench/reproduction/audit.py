@@ -124,7 +124,8 @@ def _number(value: float | None, digits: int = 2) -> str:
 
 
 def audit_rows(report: dict[str, Any]) -> list[list[str]]:
-    """The table's rows: pair, distance, claim, audited bound, its event's estimate, exact loss, trials, verdict."""
+    """The table's rows: pair, distance, claim, audited bound, its event's estimate, the largest bound the trials
+    allow, the exact loss, trials, verdict."""
     rows = []
     for pair in report["pairs"]:
         verdict = "EXCEEDS" if pair["exceeds"] else "ok"
@@ -132,11 +133,12 @@ def audit_rows(report: dict[str, Any]) -> list[list[str]]:
             verdict += f" ({pair['violations']} unprotected leaks)"
         rows.append([f"{pair['token']} / {pair['token_prime']}" + (f" ({pair['kind']})" if pair["kind"] else ""),
                      f"{pair['distance']:.3f}", _number(pair["claim"]), _number(pair["lower"]), _number(pair["estimate"]),
-                     _number(pair["exact"]), str(pair["trials"]), verdict])
+                     _number(pair["ceiling"]), _number(pair["exact"]), str(pair["trials"]), verdict])
     return rows
 
 
-HEADERS = ("pair x / x'", "d(x, x')", "claimed ε·d", "audited ≥", "event estimate", "exact", "trials", "verdict")
+HEADERS = ("pair x / x'", "d(x, x')", "claimed ε·d", "audited ≥", "event estimate", "trials' ceiling", "exact",
+           "trials", "verdict")
 
 
 def audit_table(report: dict[str, Any]):

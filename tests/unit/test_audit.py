@@ -53,6 +53,7 @@ def test_real_mechanisms_stay_below_their_claim(name):
     results = run(mechanisms(space)[name], space)
     assert not any(r.exceeds for r in results), [(r.claim, r.lower) for r in results]
     assert max(r.lower for r in results) > 0.3  # not vacuous: the audit bounds a loss well above 0
+    assert all(r.lower <= r.ceiling for r in results)
 
 
 @pytest.mark.parametrize("name", ["santext", "santext-plus", "dchi-text", "dchi-token"])
