@@ -265,7 +265,8 @@ def unprotected_violations(mechanism: TokenMechanism, x: int, x_prime: int, out_
     protected = sensitive_set(mechanism)
     if protected is None or out_x.ndim == 2:
         return 0
-    return int(sum(((~np.isin(out, protected)) & (out != token)).sum() for token, out in ((x, out_x), (x_prime, out_y))))
+    pairs = ((x, out_x), (x_prime, out_y))
+    return int(sum(((~np.isin(out, protected)) & (out != token)).sum() for token, out in pairs))
 
 
 def audit_pair(mechanism: TokenMechanism, space, x: int, x_prime: int, distance: float, trials: int, alpha: float,

@@ -132,7 +132,8 @@ def audit_rows(report: dict[str, Any]) -> list[list[str]]:
         if pair["violations"]:
             verdict += f" ({pair['violations']} unprotected leaks)"
         rows.append([f"{pair['token']} / {pair['token_prime']}" + (f" ({pair['kind']})" if pair["kind"] else ""),
-                     f"{pair['distance']:.3f}", _number(pair["claim"]), _number(pair["lower"]), _number(pair["estimate"]),
+                     f"{pair['distance']:.3f}", _number(pair["claim"]), _number(pair["lower"]),
+                     _number(pair["estimate"]),
                      _number(pair["ceiling"]), _number(pair["exact"]), str(pair["trials"]), verdict])
     return rows
 
