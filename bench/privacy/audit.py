@@ -79,6 +79,10 @@ class LeakyMechanism(TokenMechanism):
         self.inner, self.rate = inner, rate
         self.release_kind = inner.release_kind
 
+    def describe(self):
+        """The leak's rate and the wrapped mechanism's description."""
+        return {"mechanism": self.name, "rate": self.rate, "inner": self.inner.describe()}
+
     def fit(self, ids, space):
         """The wrapped mechanism's fit."""
         self.inner.fit(ids, space)

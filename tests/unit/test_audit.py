@@ -160,3 +160,25 @@ def test_bad_input_is_one_sentence_and_exit_2(toy_cli, tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not path.exists()
+
+
+def test_command_audits_a_word_vector_space(tmp_path, monkeypatch):
+    """``vectors=<GloVe file>``: pairs, claims and releases in the file's words (the encoder is not used)."""
+    from bench.reproduction import audit as driver
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(60)]
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("".join(f"{w} " + " ".join(f"{v:.4f}" for v in rng.standard_normal(5) / 3) + "\n"
+                               for w in words))
+    text = " ".join(words[i] for i in rng.zipf(1.5, size=500) % 60)
+    monkeypatch.setattr(driver, "fit_ids", lambda space, sentences, seed: space.client_ids([text]))
+    path = tmp_path / "words.json"
+    result = runner.invoke(app, ["audit", "--defense", "santext-plus", "--defense-args", f"eps=2,vectors={vectors}",
+                                 "--encoder", "mock", "--anchors", "2", "--ranks", "1,5", "--trials", "2000",
+                                 "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(path.read_text())
+    assert report["space"] == "words" and report["tokens"] == 60
+    assert {p["token"] for p in report["pairs"]} <= set(words) and report["exceeded"] == 0
+    assert {p["kind"] for p in report["pairs"]} & {"S/N", "N/S"}
