@@ -18,12 +18,12 @@ The claims (``claimed_loss``):
 
 Events are built from the releases, in two halves. Every release is reduced to the likelihood-ratio
 statistic T(z) = ||z - phi(x')|| - ||z - phi(x)|| of its vector (a token release: of its embedding),
-binned at quantiles of the first half; a token release is also taken as itself. On the first half, bins
-and tokens are ranked by their empirical ratio, and the candidate events are the top 1, 2, 4, ... of
-them, in each direction. On the second half, each event
-gets a lower bound ln(lower_x) - ln(upper_x'), the two one-sided Clopper-Pearson bounds sharing the
-event's error budget; the budget alpha is split evenly (Bonferroni) over the pairs and their events,
-so every pair's audited bound holds at once with probability at least 1 - alpha.
+binned at quantiles of the first half; a token release is also taken as itself. On the first half,
+bins and tokens are ranked by their empirical ratio; the candidate events are the top 1, 2, 4, ...
+of them, in each direction. On the second half, each event gets a lower bound
+ln(lower_x) - ln(upper_x'): two one-sided Clopper-Pearson bounds share the event's error budget. The
+budget alpha is split evenly (Bonferroni) over the pairs and their events, so every pair's audited
+bound holds at once with probability at least 1 - alpha.
 """
 
 from __future__ import annotations
