@@ -6,6 +6,7 @@ import typer
 
 from bench.cli.commands import (
     analyze,
+    audit,
     backfill,
     check_plugin,
     dashboard,
@@ -32,6 +33,7 @@ app.command("check-plugin")(check_plugin.check_plugin)
 app.command("new")(new.new_component)
 app.command()(reproduce.reproduce)
 app.command()(report.report)
+app.command()(audit.audit)
 app.add_typer(analyze.analyze, name="analyze")
 app.add_typer(mlm.mlm_app, name="mlm")
 
