@@ -78,7 +78,7 @@ def word_scores(guessed: list[list[str]], true: list[set[str]]) -> tuple[float, 
     return float(np.mean(p)), float(np.mean(r)), float(np.mean(f))
 
 
-@register_attack()
+@register_attack("embedding-inversion")
 @dataclass
 class EmbeddingInversion(Attack):
     """An MLP trained on public sentences through the public mechanism predicts each release's words."""
