@@ -98,9 +98,9 @@ class EmbeddingInversion(Attack):
     }
     check_args: ClassVar[dict] = {"epochs": 1, "public_size": 256, "vocabulary": 500, "hidden": 64}
 
-    vocabulary: int = within(5000, "[1, 1e6]")  # words the model can predict: the public text's most frequent
-    hidden: int = within(1024, "[1, 65536]")  # width of the MLP's hidden layer
-    epochs: int = within(20, "[1, 1e5]")  # passes over the public sentences, the mechanism sampled afresh each time
+    vocabulary: int = within(3000, "[1, 1e6]")  # words the model can predict: the public text's most frequent
+    hidden: int = within(512, "[1, 65536]")  # width of the MLP's hidden layer
+    epochs: int = within(10, "[1, 1e5]")  # passes over the public sentences, the mechanism sampled afresh each time
     lr: float = within(1e-3, "(0, 10]")  # Adam learning rate
     batch_size: int = within(128, "[1, 65536]")  # public sentences per step (TextHide mixes within a batch)
     public_size: int = within(20000, "[1, 1e7]")  # public sentences trained on (the first ones of the public corpus)
