@@ -25,10 +25,15 @@ over rows; ``precision``, ``recall``, ``f1`` without stop words (rows without a 
 ``_all`` ones with them. The random reference is a frequency guess of the same length: the L (L_c) words that most
 public sentences hold, for every row. Sentence pairs are scored on their two sentences' words together.
 
-Deviations: the paper also trains a multi-set prediction decoder and a white-box relaxation; here the multi-label
+Deviation: the paper also trains a multi-set prediction decoder and a white-box relaxation; here the multi-label
 predictor alone. A generative decoder conditioned on the representation (GEIA, Li et al. 2023; Vec2Text, Morris et al.
-2023) is out of scope. TextHide's inter scheme mixes public sentences of another task; the adversary mixes its own
-public sentences in both schemes. The release is taken as training traffic (mixed, then masked) for TextHide.
+2023) is the goal and not built: no word order, and no word outside the public vocabulary.
+Deviation: TextHide's inter scheme mixes public sentences of another task; the adversary mixes its own public
+sentences in both schemes, and takes a TextHide release as training traffic (mixed, then masked).
+Limit: the public text of a task without its own is Wikipedia and Reuters sentences, so words frequent in the task's
+domain and rare there are predicted poorly, and the frequency reference is that text's most frequent words.
+Limit: a mechanism the adversary cannot run (a defense declared by name only) is attacked by a model trained on
+undefended representations (the record's ``inversion_mechanism`` note says so).
 """
 
 from __future__ import annotations
