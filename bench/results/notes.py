@@ -118,7 +118,14 @@ _SCHEMA: list[Note] = [
             ("attacks", int, "gradient-matching: updates attacked"),
             ("attacks_per_minute", float, "gradient-matching: its speed on this machine"),
             ("dummy_mask", bool, "gradient-matching: whether a dummy mask is optimised too (TextHide's masks)"),
-            ("matched_updates", int, "gradient-matching: updates matched to a distance below 1e-6")),
+            ("matched_updates", int, "gradient-matching: updates matched to a distance below 1e-6"),
+            ("inversion_vocabulary", int, "embedding-inversion: public words its model can predict"),
+            ("inversion_words_guessed", int, "embedding-inversion: words guessed per row (mean distinct words of a "
+                                             "public sentence)"),
+            ("inversion_content_words_guessed", int, "embedding-inversion: content words guessed per row (mean "
+                                                     "distinct content words of a public sentence)"),
+            ("inversion_mechanism", str, "embedding-inversion: the public mechanism as the adversary ran it on its "
+                                         "public sentences")),
     *_notes("attack", ("pretraining",),
             ("a_at_100_names", int, "name-generation: distinct names the generated samples reached"),
             ("a_at_100_samples", int, "name-generation: samples drawn to reach them"),
