@@ -9,10 +9,14 @@ run's train and evaluation slices, without knowing which one was released). It i
 values of its undefended representations and, for each released representation, returns the sentence whose absolute
 values are nearest by cosine (exact search with faiss).
 
-On a masked, unmixed release (TextHide's inference queries) the true sentence matches exactly: cosine 1. On a mixed
-release (training batches) |Σ λ_j e_j| is no member's absolute value; the attack then returns the corpus sentence
-whose absolute values are nearest the mixture's, which is not how Carlini et al. recover mixed members (they cluster
-encodings that share a member and solve for it). The docs say what that leaves.
+On a masked, unmixed release (TextHide's inference queries: ``--traffic inference``) the true sentence matches
+exactly, at cosine 1. On a mixed release (the training traffic) |Σ λ_j e_j| is no member's absolute value, and the
+attack returns the corpus sentence whose absolute values are nearest the mixture's.
+
+Limit of this setting: one guess per released row, scored against the row's owner. On a mixed release the owner is
+the heaviest member of its mix in about 1/k of the rows, so Identity stays near 1/k even where the returned sentence
+is another member of the mix; Carlini et al. recover mixed members (they cluster encodings that share one and solve
+for it), which this search does not. docs/attacks/abs-rss.md measures both with scripts/abs_rss_mixing.py.
 
 Scored with RSS's five metrics (Identity, JCdist, TF-IDFsim, Label, SBERTsim) against the same random reference (a
 uniformly drawn corpus sentence).
