@@ -15,6 +15,9 @@ TextHide mixes targets with the representations' weights. For each k it prints, 
 - ``nnls_owner``: identity when the guess is the fit's heaviest member;
 - ``ceiling``: rows whose owner is their heaviest member, what a one-guess attack that finds the heaviest member
   gets (the owner's weight is one of k i.i.d. draws, so about 1/k).
+
+With ``--scheme inter`` half the members are public sentences (not in the index, not in the targets): "members" and
+"heaviest" then mean the private ones.
 - ``abs_coverage``, ``nnls_coverage``: evaluation sentences that the search's answer to some row is (that the fit
   finds among some row's members): the share of the client's sentences an eavesdropper recovers from the release.
 
@@ -32,7 +35,7 @@ import numpy as np
 
 from bench.core.registry import TASKS
 from bench.core.seeding import derive_seed
-from bench.engine.paths.representations import release_like_training
+from bench.engine.paths.representations import ClientSide, release_like_training
 from bench.models.generators import torch_generator
 from bench.models.loading import load_encoder
 from bench.models.training import training_defaults
@@ -40,13 +43,16 @@ from bench.privacy.neighbours import cosine_search
 from defenses.texthide import TextHide
 
 
-def hide_with_members(reps: np.ndarray, m, k: int, batch_size: int, seed: int):
+def hide_with_members(reps: np.ndarray, m, k: int, batch_size: int, seed: int, scheme: str = "intra",
+                      client: ClientSide | None = None):
     """``reps`` hidden as TextHide training batches: (hidden rows, member weights ``(n, n)``: row i's weight on
-    example j)."""
+    example j; under inter, on the private members only, over their total weight)."""
     import torch
 
-    defense = TextHide(m=m, k=k)
+    defense = TextHide(m=m, k=k, scheme=scheme)
     defense.setup(reps.shape[1], torch_generator(seed, "client-secrets"))
+    if client is not None:
+        defense.prepare(client)  # inter: the public corpus it mixes in
     x = torch.from_numpy(np.ascontiguousarray(reps, dtype=np.float32))
     hidden, weights = release_like_training(defense, x, torch.eye(len(reps)), batch_size,
                                             torch_generator(seed, "client-release"))
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     parser.add_argument("--m", default="256", help="TextHide's mask pool (an integer, or inf)")
     parser.add_argument("--ks", default="1,2,4", help="mixing widths to measure")
     parser.add_argument("--candidates", type=int, default=50, help="nearest corpus rows the nonnegative fit takes")
+    parser.add_argument("--scheme", default="intra", help="intra, or inter (half the members from a public corpus)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     data = TASKS.get(args.task)().load(args.n_train, args.n_eval, args.seed)
@@ -104,9 +111,12 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     m = args.m if args.m == "inf" else int(args.m)
     figures = {}
     for k in (int(x) for x in args.ks.split(",")):
-        hidden, weights = hide_with_members(corpus[rows], m, k, batch_size, derive_seed(args.seed, f"k={k}"))
+        client = ClientSide(args.task, args.n_train, args.seed, "frozen", encoder) if args.scheme == "inter" else None
+        hidden, weights = hide_with_members(corpus[rows], m, k, batch_size, derive_seed(args.seed, f"k={k}"),
+                                            args.scheme, client)
         figures[k] = measure(hidden, weights, corpus, rows, k, args.candidates)
-        print(json.dumps({"task": args.task, "m": m, "k": k, "rows": len(rows), "corpus": len(corpus),
+        print(json.dumps({"task": args.task, "scheme": args.scheme, "m": m, "k": k, "rows": len(rows),
+                          "corpus": len(corpus),
                           **{name: round(value, 3) for name, value in figures[k].items()}}), flush=True)
     return figures
 
