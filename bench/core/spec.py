@@ -39,7 +39,7 @@ class RunSpec:
     precision: str = "fp32"  # transformer forward passes: fp32, or bf16 mixed precision (autocast)
     seed: int = 0  # seeds data sampling, mechanism randomness and training
     smoke: bool = False  # a --check cell: what it builds once is built at the smoke budget (bench.core.smoke)
-    traffic: str = "training"  # which of the path's releases of the attacked kind the attack takes (TRAFFICS)
+    traffic: str = TRAINING  # which of the path's releases of the attacked kind the attack takes (TRAFFICS)
 
     def __post_init__(self) -> None:
         """Training and server settings given as dictionaries (a stored record's) are typed here."""

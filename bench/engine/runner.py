@@ -84,9 +84,8 @@ def make_spec(
     Everything a cell needs is checked here, before anything runs: the components exist and declare
     their metrics and release kinds, the names their parameters hold resolve (their ``check()``: models,
     files, tasks), the defense has a client part the task's server trains from, the attack accepts what
-    the defense releases (as the ``traffic`` asked for), and the server options apply to the release. ``smoke``:
-    a ``--check`` cell, whose
-    artefacts are built at the smoke budget (``bench.core.smoke``).
+    the defense releases (as the ``traffic`` asked for), and the server options apply to the release.
+    ``smoke``: a ``--check`` cell, whose artefacts are built at the smoke budget (``bench.core.smoke``).
     """
     for name, value in (("n_train", n_train), ("n_eval", n_eval), ("max_length", max_length), ("seed", seed)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
