@@ -12,6 +12,12 @@ from typing import Any
 from bench.core.options import ServerSettings, TrainingConfig, server_args, server_from, training_from
 from bench.core.params import component_args
 
+# Which release of its kind a cell attacks: what the client sends while the server trains (the default, and the
+# only traffic of most paths), or the queries it sends for prediction afterwards (bench.engine.paths: a path
+# declares the traffics it yields per kind).
+TRAINING, INFERENCE = "training", "inference"
+TRAFFICS = (TRAINING, INFERENCE)
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -33,6 +39,7 @@ class RunSpec:
     precision: str = "fp32"  # transformer forward passes: fp32, or bf16 mixed precision (autocast)
     seed: int = 0  # seeds data sampling, mechanism randomness and training
     smoke: bool = False  # a --check cell: what it builds once is built at the smoke budget (bench.core.smoke)
+    traffic: str = TRAINING  # which of the path's releases of the attacked kind the attack takes (TRAFFICS)
 
     def __post_init__(self) -> None:
         """Training and server settings given as dictionaries (a stored record's) are typed here."""
@@ -41,13 +48,15 @@ class RunSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dictionary, as records store it: the training and server settings as dictionaries (the
-        server's empty when there are none), ``smoke`` only when set (so a real cell's dictionary and hash are as
-        before it existed)."""
+        server's empty when there are none), ``smoke`` only when set and ``traffic`` only when not the training
+        traffic (so a real cell's dictionary and hash are as before either existed)."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["defense_args"], data["attack_args"] = copy.deepcopy(self.defense_args), copy.deepcopy(self.attack_args)
         data["training"], data["server"] = component_args(self.training), server_args(self.server)
         if not data["smoke"]:
             data.pop("smoke")
+        if data["traffic"] == TRAINING:
+            data.pop("traffic")
         return data
 
     @classmethod
@@ -79,4 +88,5 @@ class RunSpec:
         defense = f"{defense} + server({server})" if server else defense
         precision = "" if self.precision == "fp32" else f" / {self.precision}"
         smoke = " / smoke budget" if self.smoke else ""
-        return f"{self.task} / {defense} / {self.attack or '-'}{precision} / seed {self.seed}{smoke}"
+        traffic = "" if self.traffic == TRAINING else f" on {self.traffic} traffic"
+        return f"{self.task} / {defense} / {self.attack or '-'}{traffic}{precision} / seed {self.seed}{smoke}"

@@ -12,6 +12,7 @@ Example::
     attacks: [rss]
     seeds: [0, 1, 2]
     settings: {n_train: 8000, mode: frozen}   # GRID_SETTINGS (make_spec keywords), applied to every cell
+                                              # (traffic: inference attacks the inference queries instead)
     resources: {num_cpus: 1, num_gpus: 0, memory_gb: 4}   # what one cell needs (the Ray executor schedules by it)
 """
 
@@ -38,7 +39,8 @@ from bench.results.store import ResultStore
 GRID_KEYS = {"tasks", "encoders", "defenses", "servers", "attacks", "seeds", "settings", "resources"}
 # make_spec's keywords a grid sets for every cell under settings: (the rest come from the grid's own keys)
 GRID_SETTINGS = (
-    "mode", "training_args", "attack_args", "n_train", "n_eval", "pooling", "max_length", "device", "precision")
+    "mode", "training_args", "attack_args", "n_train", "n_eval", "pooling", "max_length", "device", "precision",
+    "traffic")
 DEFENSE_KEYS = {"name", "args", "server", "tasks", "seeds"}  # a defense entry; tasks / seeds: a subset of the grid's
 RESOURCE_KEYS = {"num_cpus": 1.0, "num_gpus": 0.0, "memory_gb": 0.0}  # per cell; memory 0: not declared
 

@@ -18,7 +18,8 @@ from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.seeding import numpy_generator
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.smoke import smoke_budget
-from bench.core.spec import RunSpec
+from bench.core.releases import ReleaseKind
+from bench.core.spec import TRAFFICS, TRAINING, RunSpec
 from bench.core.versions import compatible_kind
 from bench.engine import reuse
 from bench.engine.cell import run_defense
@@ -73,6 +74,7 @@ def make_spec(
     seed: int = 0,
     server_args: Mapping[str, Any] | str | None = None,
     precision: str = "fp32",
+    traffic: str = TRAINING,
     *,
     device_here: bool = True,
     smoke: bool = False,
@@ -82,13 +84,14 @@ def make_spec(
     Everything a cell needs is checked here, before anything runs: the components exist and declare
     their metrics and release kinds, the names their parameters hold resolve (their ``check()``: models,
     files, tasks), the defense has a client part the task's server trains from, the attack accepts what
-    the defense releases, and the server options apply to the release. ``smoke``: a ``--check`` cell, whose
-    artefacts are built at the smoke budget (``bench.core.smoke``).
+    the defense releases (as the ``traffic`` asked for), and the server options apply to the release.
+    ``smoke``: a ``--check`` cell, whose artefacts are built at the smoke budget (``bench.core.smoke``).
     """
     for name, value in (("n_train", n_train), ("n_eval", n_eval), ("max_length", max_length), ("seed", seed)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise BenchError(f"{name} must be a whole number, got {value!r}.")
-    for name, value in (("mode", mode), ("pooling", pooling), ("device", device), ("precision", precision)):
+    for name, value in (("mode", mode), ("pooling", pooling), ("device", device), ("precision", precision),
+                        ("traffic", traffic)):
         if not isinstance(value, str):
             raise BenchError(f"{name} must be a name, got {value!r}.")
     task_cls = TASKS.get(task)
@@ -109,6 +112,7 @@ def make_spec(
         attack_obj.check_task(task_cls)  # e.g. aia attributes=: the task has them
         resolved_attack = component_args(attack_obj)
     path = choose_path(defense_cls, task_cls.protocols, wanted)
+    check_traffic(traffic, defense, path, wanted)
     check_spans(task_cls, defense_cls, ATTACKS.get(attack) if attack is not None else None, resolved_defense)
     given_server = parse_arg_string(server_args) if isinstance(server_args, str) else dict(server_args or {})
     options = build_component(ServerOptions, given_server)
@@ -151,7 +155,22 @@ def make_spec(
         precision=precision,
         seed=seed,
         smoke=smoke,
+        traffic=traffic,
     )
+
+
+def check_traffic(traffic: str, defense: str, path, wanted: ReleaseKind | None) -> None:
+    """The traffic a cell attacks is one its path releases the attacked kind as."""
+    if traffic not in TRAFFICS:
+        raise BenchError(f"traffic must be one of {', '.join(TRAFFICS)}, got '{traffic}'.")
+    if traffic == TRAINING:
+        return
+    if wanted is None:
+        raise BenchError(f"traffic '{traffic}' names the release an attack takes; name an attack, or drop it.")
+    if traffic not in path.traffics_of(wanted):
+        raise BenchError(f"defense '{defense}' releases {wanted.value} as {' or '.join(path.traffics_of(wanted))} "
+                         f"traffic only on this task, not as {traffic} traffic; attack sentence representations "
+                         "(rss, reprecon, abs-rss) for the inference queries.")
 
 
 def _check_release_once(defense: str, defense_obj, mode: str) -> None:
@@ -229,6 +248,8 @@ def _run_cell(spec: RunSpec) -> ResultRecord:
                 directions[f"{prefix}/{spec.attack}/{metric.name}"] = metric.higher_is_better
         notes.update(getattr(attack, "run_notes", {}))  # what the attack measured about itself (speed, ...)
         notes["attacked_rows"] = int(len(release.owners))
+        if len(path.traffics_of(wanted)) > 1:  # a kind released as more than one traffic: which one was attacked
+            notes["traffic"] = spec.traffic
         notes.update(public.notes())
     notes["protocol"] = path.name
     notes.update(kept.notes(reused))  # release_digest, attack_s; reused_from and what was reused

@@ -49,7 +49,9 @@ def seed_frame(records: list[ResultRecord]):
             "defense_args": format_args(spec.get("defense_args", {})),
             "server_args": format_args(server_changes(spec.get("server", {}))),
             "attack": spec.get("attack") or "",
-            "attack_args": format_args(spec.get("attack_args", {})),
+            # a cell of the inference traffic reads as such wherever the attack's arguments are shown or grouped
+            "attack_args": format_args({**spec.get("attack_args", {}),
+                                        **({"traffic": spec["traffic"]} if spec.get("traffic") else {})}),
             "mode": spec.get("training", {}).get("mode", ""),
             "n_train": record.sizes.get("n_train"),
             "n_eval": record.sizes.get("n_eval"),

@@ -181,6 +181,8 @@ _SCHEMA: list[Note] = [
             ("rewrite_from_cache", bool, "the rewrite was read from the rewrite cache (the same as a fresh one)")),
     *_notes("representations", ("representations",),
             ("attacked_release", str, "which representations the attack sees, and the known pairs it learns from"),
+            ("traffic", str, "the traffic the attacked release is: training (hidden as training batches) or "
+                             "inference (the prediction queries)"),
             ("clients", int, "federated clients (when more than one)")),
     *_notes("pretraining", ("pretraining",),
             ("pretrain_key", str, "cache key of the further-pretrained checkpoint"),

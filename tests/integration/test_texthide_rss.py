@@ -70,3 +70,15 @@ def test_finetune_mode_trains_the_encoder_through_texthide(monkeypatch, tmp_path
     assert 0.0 <= record.metrics["utility/accuracy"] <= 1.0
     cached = list((tmp_path / "cache").rglob("*.npy"))
     assert len(cached) == 1  # only the pretrained SBERT features of the corpus (for SBERTsim)
+
+
+@pytest.mark.parametrize("traffic", ["inference", "training"])
+def test_abs_rss_on_each_traffic_is_recorded(tmp_path, traffic):
+    """`bench run --defense texthide --attack abs-rss --check`: the inference queries (masked, unmixed) are found
+    whole; the training traffic (mixed with k - 1 others) is not, and each record names its traffic."""
+    record = bench_run("--task", "sst2", "--defense", "texthide", "--attack", "abs-rss", "--traffic", traffic,
+                       "--check", "--no-reuse", results=tmp_path)
+    identity = record["metrics"]["privacy/abs-rss/identity"]
+    assert record["notes"]["traffic"] == traffic and record["notes"]["attacked_rows"] == 32
+    assert identity == 1.0 if traffic == "inference" else identity < 0.6
+    assert record["metrics"]["random/abs-rss/identity"] < 0.2

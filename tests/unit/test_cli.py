@@ -84,6 +84,13 @@ def model_only_plugin(tmp_path):
          "needs a text or token-vector release"),
         ("old adaptation place", ["--defense", "dchi-token", "--defense-args", "adapt=prob"],
          "has no parameter 'adapt'"),
+        ("traffic a defense does not release", ["--defense", "texthide", "--attack", "gradient-matching",
+                                                "--traffic", "inference"], "not as inference traffic"),
+        ("inference traffic of tokens", ["--defense", "dchi-text", "--attack", "inversion", "--traffic", "inference"],
+         "releases text as training traffic only"),
+        ("unknown traffic", ["--defense", "texthide", "--attack", "rss", "--traffic", "eval"],
+         "traffic must be one of training, inference"),
+        ("traffic without an attack", ["--defense", "texthide", "--traffic", "inference"], "name an attack"),
     ],
 )
 def test_bad_input_exits_2_with_one_sentence(tiny_data, results, case, args, message):
@@ -181,3 +188,20 @@ def test_check_shortens_pretraining_unless_its_steps_are_chosen(monkeypatch, tin
         assert invoke(*clinical, *extra).exit_code == 2
         assert specs[-1].task == "clinical-spl" and specs[-1].server.pretrain_steps == steps
     assert len(specs) == 5
+
+
+def test_the_inference_traffic_is_attacked_and_named(tiny_data, results):
+    """TextHide's inference queries are masked, not mixed: abs-rss finds every one, and the record says which
+    traffic it attacked; the training traffic stays the default, under its own configuration."""
+    records = {}
+    for traffic in ("inference", "training"):
+        result = invoke("run", "--defense", "texthide", "--attack", "abs-rss", "--traffic", traffic, "--json", *MOCK)
+        assert result.exit_code == 0, result.output
+        records[traffic] = json.loads(result.stdout)
+        assert records[traffic]["notes"]["traffic"] == traffic
+    inference, training = records["inference"], records["training"]
+    assert inference["metrics"]["privacy/abs-rss/identity"] == 1.0
+    assert training["metrics"]["privacy/abs-rss/identity"] < 1.0  # mixed with k - 1 others
+    assert inference["spec"]["traffic"] == "inference" and "traffic" not in training["spec"]
+    assert inference["config_hash"] != training["config_hash"]
+    assert "inference traffic" in inference["notes"]["attacked_release"]

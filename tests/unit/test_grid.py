@@ -154,3 +154,13 @@ def test_a_cell_another_process_finished_meanwhile_is_skipped(tiny_data, tmp_pat
     monkeypatch.setattr(grid_module, "run_cell", run_and_let_the_other_finish_the_last)
     assert run_grid(specs, store) == (3, 1)
     assert len(store.read()[0]) == 4  # no cell recorded twice
+
+
+def test_a_grid_attacks_the_inference_traffic_under_settings(tiny_data, tmp_path):
+    inference = GRID.replace("n_eval: 20}", "n_eval: 20, traffic: inference}")
+    specs = load_grid(write(tmp_path, inference))
+    assert {s.traffic for s in specs} == {"inference"}
+    assert not {s.config_hash() for s in specs} & {s.config_hash() for s in load_grid(write(tmp_path, GRID))}
+    tokens = inference.replace("  - none\n", "  - {name: dchi-text, args: {eta: 60}}\n").replace("[rss]", "[inversion]")
+    with pytest.raises(BenchError, match="not as inference traffic"):
+        load_grid(write(tmp_path, tokens))

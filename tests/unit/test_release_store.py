@@ -247,3 +247,20 @@ def test_least_recently_used_entries_go_past_the_limit(tmp_path):
         small.get("aa")
     assert small.get("ff") is None
     assert ReleaseStore(tmp_path / "off", 0).limit_bytes == 0
+
+
+def test_the_inference_traffic_never_reuses_the_training_release(tiny_data, stores, trainings):
+    """The two traffics are two configurations: an attack on the inference queries runs the cell, and a second
+    attack on them reuses their release, not the training one."""
+    results, releases = stores
+    first = recorded_first(stores)
+    with reuse.reusing(results, releases=releases):
+        inference = run_cell(make_spec(**CELL, **FIRST, traffic="inference"))
+        results.append(inference)
+        second = run_cell(make_spec(**CELL, **SECOND, traffic="inference"))
+    assert trainings == ["SentenceServer"] * 2 and "reused_from" not in inference.notes
+    assert inference.notes["release_digest"] != first.notes["release_digest"]
+    assert second.notes["reused_from"] == inference.run_id
+    assert second.notes["release_digest"] == inference.notes["release_digest"]
+    assert (first.notes["traffic"], inference.notes["traffic"], second.notes["traffic"]) == \
+        ("training", "inference", "inference")

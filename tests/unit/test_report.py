@@ -105,3 +105,13 @@ def test_bench_report_reads_the_majority_class_from_the_records(tmp_path):
     result = runner.invoke(app, ["report", "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "no (0.580)" in result.output
+
+
+def test_the_inference_traffic_is_its_own_row_and_says_so():
+    from tests.unit.test_store import make_record
+
+    training = make_record(0)
+    inference = make_record(0, config_hash="inf123", spec={**training.spec, "traffic": "inference"}, run_id="r-inf")
+    table = aggregate(seed_frame([training, inference]))
+    rows = table[table["metric"] == "privacy/rss/identity"].set_index("config_hash")["attack_args"]
+    assert "traffic=inference" in rows["inf123"] and "traffic" not in rows[training.config_hash]

@@ -248,3 +248,14 @@ def test_executor_throughput_launches_each_executor_and_reads_its_records(tmp_pa
     monkeypatch.setattr(sys, "argv", ["executor_throughput.py", "--cells", "4", "--executors", "local"])
     script.main()
     assert len(grids[0]) == 4 and "| local | 1 | 4 | 1.0 | 240.0 |" in capsys.readouterr().out
+
+
+def test_abs_rss_mixing_finds_every_unmixed_row_and_reads_the_members_off_the_targets(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BENCH_DATA_DIR", str(write_tiny_glue(tmp_path / "data")))
+    figures = load("abs_rss_mixing").main(["--encoder", "mock", "--n-train", "40", "--n-eval", "40", "--ks", "1,3",
+                                           "--candidates", "10"])
+    unmixed, mixed = figures[1], figures[3]
+    # k = 1 only masks: absolute values find every row, and every row's one member is its owner
+    assert unmixed["abs"] == unmixed["ceiling"] == unmixed["nnls_recall"] == 1.0 and unmixed["rss"] < 1.0
+    assert mixed["ceiling"] < 1.0 and 0.0 <= mixed["abs"] <= mixed["abs_member"] <= 1.0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 2

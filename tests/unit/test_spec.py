@@ -48,3 +48,23 @@ def test_incompatible_pair_names_both_kinds(tiny_data, tmp_path):
 def test_bad_run_settings(tiny_data, kwargs):
     with pytest.raises(BenchError):
         make_spec(encoder="mock", **kwargs)
+
+
+def test_the_training_traffic_leaves_the_dictionary_and_hash_as_before(tiny_data):
+    """The default traffic is not written: records made before traffics existed keep their hash."""
+    import hashlib
+    import json
+
+    spec = make_spec(defense="texthide", attack="rss", encoder="mock")
+    assert spec.traffic == "training" and "traffic" not in spec.to_dict()
+    payload = {k: v for k, v in spec.to_dict().items() if k not in ("seed", "server", "precision")}  # as before
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    assert spec.config_hash() == hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def test_the_inference_traffic_is_its_own_configuration(tiny_data):
+    training = make_spec(defense="texthide", attack="rss", encoder="mock")
+    inference = make_spec(defense="texthide", attack="rss", encoder="mock", traffic="inference")
+    assert inference.to_dict()["traffic"] == "inference" and inference.config_hash() != training.config_hash()
+    assert type(inference).from_dict(inference.to_dict()) == inference
+    assert "inference traffic" in inference.label()

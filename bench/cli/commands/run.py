@@ -38,6 +38,9 @@ def run(
     precision: Optional[str] = typer.Option(None, help="fp32 (default) or bf16: mixed precision (torch.autocast) "
                                             "in the encoder's and MLMs' forward passes; with --grid it replaces the "
                                             "grid's setting. On a GPU with bf16; this CPU runs it slower."),
+    traffic: str = typer.Option("training", help="The release the attack takes: training (what the client sends "
+                                "while the server trains) or inference (its prediction queries; sentence "
+                                "representations only)."),
     grid: Optional[Path] = typer.Option(None, help="Run every cell of a grid YAML file (resumable)."),
     shard: str = typer.Option("", help="With --grid: run only shard i/n (every n-th cell from the i-th), so n "
                               "processes sharing one results folder split the grid."),
@@ -102,6 +105,8 @@ def run(
         check_publishable(store)
     reported = reporting(progress if progress is not None else False if as_json else None)
     if grid is not None:
+        if traffic != "training":
+            raise BenchError("--traffic applies to one cell; a grid sets it under settings: (traffic: inference).")
         if check or as_json or not save:
             raise BenchError("--grid runs and saves every cell of the file; drop --check, --json and --no-save.")
         if dry_run:
@@ -126,7 +131,7 @@ def run(
         task=task, defense=defense, attack=attack, encoder=encoder, defense_args=defense_args,
         attack_args=attack_args, training_args=train_args, mode=mode, n_train=n_train, n_eval=n_eval,
         pooling=pooling, device=device, seed=seed, server_args=server_args, precision=precision or "fp32",
-        smoke=check,
+        traffic=traffic, smoke=check,
     )
     with reusing(store, reuse, releases), reported:
         record = run_cell(spec)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from bench.core.components import Defense, Task, Truth
 from bench.core.examples import TaskData
 from bench.core.releases import Release, ReleaseKind
-from bench.core.spec import RunSpec
+from bench.core.spec import TRAINING, RunSpec
 from bench.engine.server_options import ServerOptions
 from bench.models.loading import fresh_encoder, load_encoder
 from bench.models.probe import describe
@@ -74,11 +74,14 @@ class ReleasePath:
     A subclass declares its ``name`` (what tasks list in ``protocols`` and records keep in ``notes["protocol"]``),
     the defense ``families`` it drives, the kinds it ``yields`` with the payload type of each
     (``bench.core.releases.PAYLOADS``), the task interface whose ``hooks`` it calls, and its ``output`` type.
+    A kind it yields as more than one traffic (``bench.core.spec.TRAFFICS``) is listed in ``traffics``; its
+    ``run`` puts the release of the cell's ``spec.traffic`` under that kind.
     """
 
     name: ClassVar[str] = ""
     families: ClassVar[tuple[type[Defense], ...]] = ()
     yields: ClassVar[dict[ReleaseKind, type]] = {}
+    traffics: ClassVar[dict[ReleaseKind, tuple[str, ...]]] = {}  # kind -> its traffics (default: training only)
     hooks: ClassVar[type[Task]] = Task
     output: ClassVar[type[CellOutput]] = CellOutput
 
@@ -86,6 +89,10 @@ class ReleasePath:
     def kinds(self) -> tuple[ReleaseKind, ...]:
         """The release kinds this path yields."""
         return tuple(self.yields)
+
+    def traffics_of(self, kind: ReleaseKind) -> tuple[str, ...]:
+        """The traffics this path releases ``kind`` as."""
+        return self.traffics.get(kind, (TRAINING,))
 
     def drives(self, defense_cls: type) -> bool:
         """Whether a defense of ``defense_cls`` has a client part on this path."""

@@ -3,8 +3,10 @@
 The defense family is ``RepresentationDefense``: TextHide's mixing and masking, d_chi noise. The client hides its
 representations in batches once, or every epoch afresh where the defense's paper does so
 (``RepresentationDefense.rehides_each_epoch``). The server trains on the hidden batches it receives and predicts
-hidden evaluation representations. The releases: the evaluation sentences hidden as training batches are, and the
-single-example client updates on the server's head (``gradients``, built only if an attack takes them).
+hidden evaluation representations. The releases: the evaluation sentences hidden as training batches are (training
+traffic, the default) or as the client sends them for prediction (inference traffic: ``spec.traffic``; TextHide
+masks them without mixing), and the single-example client updates on the server's head (``gradients``, built only
+if an attack takes them).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from bench.core.components import RepresentationDefense, Task
 from bench.core.errors import BenchError
 from bench.core.registry import TASKS
 from bench.core.releases import GradientRelease, Release, ReleaseKind
+from bench.core.spec import INFERENCE, TRAINING
 from bench.engine.paths.base import CellContext, CellOutput, ReleasePath, probe_scores
 from bench.models.generators import torch_generator
 from bench.models.servers import HiddenBatches
@@ -45,6 +48,7 @@ class RepresentationsPath(ReleasePath):
     name = "representations"
     families = (RepresentationDefense,)
     yields = {ReleaseKind.SENTENCE_EMBEDDINGS: np.ndarray, ReleaseKind.GRADIENTS: GradientRelease}
+    traffics = {ReleaseKind.SENTENCE_EMBEDDINGS: (TRAINING, INFERENCE)}  # client updates are training traffic only
     hooks = Task
     output = RepresentationOutput
 
@@ -145,16 +149,27 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
         probe = probe_scores(context.task, server, getattr(server, "probe_predictions", None), evaluation.labels,
                              probe_notes)
     mechanism = defense.representation_mechanism()
-    observed, _ = release_like_training(defense, x_eval, torch.from_numpy(y_eval), config.batch_size,
-                                        torch_generator(seed, "client-release"))
     corpus_row = {text: i for i, text in enumerate(context.data.index_corpus()[0])}
-    release = Release(ReleaseKind.SENTENCE_EMBEDDINGS, observed.numpy(), owners=np.arange(len(evaluation)),
-                      mechanism=mechanism, known_pairs=(known.numpy(), np.array([corpus_row[t] for t in train.texts])))
+    rows = np.array([corpus_row[t] for t in train.texts])
+    if spec.traffic == INFERENCE:  # the queries the server predicted, and the training split hidden as they are
+        hidden_train = defense.hide_inference(torch.from_numpy(x_train),
+                                              torch_generator(seed, "client-inference-train"))
+        release = Release(ReleaseKind.SENTENCE_EMBEDDINGS, sent.numpy(), owners=np.arange(len(evaluation)),
+                          mechanism=mechanism, known_pairs=(hidden_train.numpy(), rows))
+        attacked = ("the evaluation sentences as the client sends them for prediction (what an eavesdropper on "
+                    "inference traffic sees); known pairs: the training split hidden the same way, with its "
+                    "plaintext (for learning attacks)")
+    else:
+        observed, _ = release_like_training(defense, x_eval, torch.from_numpy(y_eval), config.batch_size,
+                                            torch_generator(seed, "client-release"))
+        release = Release(ReleaseKind.SENTENCE_EMBEDDINGS, observed.numpy(), owners=np.arange(len(evaluation)),
+                          mechanism=mechanism, known_pairs=(known.numpy(), rows))
+        attacked = (f"evaluation sentences hidden as training batches of {config.batch_size} (what an eavesdropper "
+                    "on training traffic sees); known pairs: the training split hidden the same way, with its "
+                    "plaintext (for learning attacks)")
     notes = {
         **probe_notes,
-        "attacked_release": "evaluation sentences hidden as training batches of "
-        f"{config.batch_size} (what an eavesdropper on training traffic sees); known pairs: the "
-        "training split hidden the same way, with its plaintext (for learning attacks)",
+        "attacked_release": attacked,
         **({"clients": clients} if clients > 1 else {}),
         "public_mechanism": mechanism.describe(),
         **defense.describe(encoder.dim),
