@@ -15,14 +15,18 @@ gradients it produces match all the observed ones (L-BFGS; bench.models.gradient
 Metrics over N attacks: ``success_rate``, the fraction with MSE(recovered, true) <= ``threshold``
 (0.001, the paper's criterion), and ``mse``, the mean MSE; ``magnitude_success_rate`` and ``magnitude_mse``
 score |recovered| against |true| the same way (what a sign mask leaves). The true representation is the
-owner's own (member 0 of a mixture), as the public encoder computes it. Deviation: L-BFGS uses a strong
-Wolfe line search by default (``line_search=none`` gives DLG's plain lr-1 steps, which diverge on some starts);
-attacks per minute go to the record's notes. Setting: Huang et al.'s Table 2 was measured in a CIFAR-10 /
-LeNet-5 mimic of TextHide (their Appendix C.1, success judged on the recovered image, d the mask's size); here
-the attacked input is the text representation itself, of size d, and the client layer is one dense layer of width
-d (the mimic's hidden layer), freshly initialised, so their figures are a qualitative reference, not a target.
-Versions 1-2 released the head's gradients alone, taken on the masked representation; a mask then hides every
-sign (``python scripts/known_limits.py gradient-signs``), which is why the release carries the client layer's.
+owner's own (member 0 of a mixture), as the public encoder computes it. Attacks per minute go to the record's notes.
+
+Deviation: L-BFGS uses a strong Wolfe line search by default (``line_search=none`` gives DLG's plain lr-1 steps,
+which diverge on some starts). Setting: Huang et al.'s Table 2 was measured in a CIFAR-10 / LeNet-5 mimic of
+TextHide (their Appendix C.1, success judged on the recovered image, d the mask's size); here the attacked input
+is the text representation itself, of size d, so their figures are a qualitative reference, not a target.
+Limit of this setting: the client layer is one dense layer of width d with the head's activation, freshly
+initialised (a first-round update), standing for the trainable encoder of Algorithm 2; the cell's own server
+trains no such layer on frozen features, so the release is the mimic's update, not the cell's training traffic.
+Versions 1-2 released the head's gradients alone, taken on the masked representation: a mask then hides every
+sign whatever the optimiser does (``python scripts/known_limits.py gradient-signs``), which is why the update
+carries the client layer's gradients.
 """
 
 from __future__ import annotations
