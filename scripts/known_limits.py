@@ -1,7 +1,8 @@
 """The figures behind the limits that component docstrings state.
 
     python scripts/known_limits.py santext-vocabulary     # defenses/santext.py: V_S over the WordPiece table
-    python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: a mask hides the signs
+    python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: why the update carries
+                                                          # the client layer (the head's alone hides signs)
 
 Each prints what the docstring quotes. SST-2 runs at the defaults: 8,000 training sentences, the 872 of dev, seed 0.
 It needs BENCH_DATA_DIR.
@@ -39,7 +40,8 @@ def santext_vocabulary() -> None:
 
 
 def gradient_signs() -> None:
-    """DLG on a masked input of a small head: the gradient is matched, magnitudes recovered, signs at chance."""
+    """DLG on the head-only update of gradient-matching versions 1-2 (the head's gradient on a masked input): the
+    gradient is matched, magnitudes recovered, signs at chance."""
     import torch
 
     from bench.models.gradient_inversion import MatchingSettings, match_gradients, success
