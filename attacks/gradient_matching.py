@@ -24,7 +24,7 @@ is the text representation itself, of size d, so their figures are a qualitative
 Limit of this setting: the client layer is one dense layer of width d with the head's activation, freshly
 initialised (a first-round update), standing for the trainable encoder of Algorithm 2; the cell's own server
 trains no such layer on frozen features, so the release is the mimic's update, not the cell's training traffic.
-Masked attacks that fail stall before the step budget, the dummy grown until the client layer's tanh saturates
+Masked attacks that fail stall before the step budget, the dummy grown far past the true representation
 (``python scripts/known_limits.py gradient-stalls``), so success falls with d faster than in the paper's table.
 Versions 1-2 released the head's gradients alone, taken on the masked representation: a mask then hides every
 sign whatever the optimiser does (``python scripts/known_limits.py gradient-signs``), which is why the update
