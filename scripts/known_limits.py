@@ -1,7 +1,10 @@
 """The figures behind the limits that component docstrings state.
 
     python scripts/known_limits.py santext-vocabulary     # defenses/santext.py: V_S over the WordPiece table
-    python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: a mask hides the signs
+    python scripts/known_limits.py gradient-signs         # attacks/gradient_matching.py: why the update carries
+                                                          # the client layer (the head's alone hides signs)
+    python scripts/known_limits.py gradient-stalls        # attacks/gradient_matching.py: masked attacks that fail
+                                                          # stall before the step budget
 
 Each prints what the docstring quotes. SST-2 runs at the defaults: 8,000 training sentences, the 872 of dev, seed 0.
 It needs BENCH_DATA_DIR.
@@ -39,7 +42,8 @@ def santext_vocabulary() -> None:
 
 
 def gradient_signs() -> None:
-    """DLG on a masked input of a small head: the gradient is matched, magnitudes recovered, signs at chance."""
+    """DLG on the head-only update of gradient-matching versions 1-2 (the head's gradient on a masked input): the
+    gradient is matched, magnitudes recovered, signs at chance."""
     import torch
 
     from bench.models.gradient_inversion import MatchingSettings, match_gradients, success
@@ -61,7 +65,35 @@ def gradient_signs() -> None:
               f"signs agreeing {signs:.2f}")
 
 
-CHECKS = {"santext-vocabulary": santext_vocabulary, "gradient-signs": gradient_signs}
+def gradient_stalls() -> None:
+    """DLG on the mimic's masked single-example updates (client layer, mask, head; Gaussian representations, seed
+    0): each attack's result at 300 and at 1,200 steps, and how far the dummy grew past the true representation."""
+    import torch
+
+    from bench.models.gradient_inversion import MatchingSettings, match_gradients, success
+    from bench.models.training import TrainingConfig, initial_client_layer, initial_head, loss_fn
+
+    config = TrainingConfig(activation="tanh", head_layers=2)
+    for d, count in ((16, 8), (64, 4)):
+        client, head = initial_client_layer(d, config, 0).eval(), initial_head(d, 2, config, 0).eval()
+        generator = torch.Generator().manual_seed(d)
+        mask = torch.randint(0, 2, (1, d), generator=generator).float() * 2 - 1
+        parameters = list(client.parameters()) + list(head.parameters())
+        for attack in range(count):
+            e, target = torch.randn(1, d, generator=generator), torch.tensor([[1.0, 0.0]] if attack % 2 else [[0.0, 1.0]])
+            grads = torch.autograd.grad(loss_fn(head(client(e) * mask), target, False), parameters)
+            line = []
+            for steps in (300, 1200):
+                found, distance = match_gradients(head, [g.numpy() for g in grads], target.numpy(), False, True,
+                                                  MatchingSettings(steps=steps), seed=attack, client=client)
+                mse, _ = success(found[None], e.numpy(), 1e-3)
+                line.append(f"{steps} steps: distance {distance:.1e}, mse {float(mse[0]):.1e}")
+            growth = float(np.linalg.norm(found) / np.linalg.norm(e.numpy()))
+            print(f"d {d} attack {attack}: {'; '.join(line)}; dummy / true norm {growth:.1f}")
+
+
+CHECKS = {"santext-vocabulary": santext_vocabulary, "gradient-signs": gradient_signs,
+          "gradient-stalls": gradient_stalls}
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

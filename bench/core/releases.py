@@ -77,10 +77,11 @@ class GradientRelease:
     """The ``data`` of a ``gradients`` release: client updates and the model they were taken on.
 
     Attributes:
-        model: the server's model (a ``torch.nn.Module`` taking sentence representations) at the
+        model: the server's model (a ``torch.nn.Module`` taking hidden representations) at the
             moment the updates were computed; the server broadcasts it, so it is public.
-        gradients: one entry per observed update, each a list of arrays in ``model.parameters()``
-            order: d loss / d parameter, averaged over the update's batch.
+        gradients: one entry per observed update, each a list of arrays in the order of
+            ``client.parameters()`` then ``model.parameters()``: d loss / d parameter, averaged over the
+            update's batch.
         targets: ``(updates, batch, outputs)`` float targets of each update's batch (mixed one-hot
             targets under TextHide); the attacker of the paper's easier setting knows them.
         regression: True when the loss is MSE on one output, else soft-label cross-entropy.
@@ -92,6 +93,7 @@ class GradientRelease:
     targets: np.ndarray
     regression: bool
     batch_size: int = 1
+    client: Any = None  # the client's trained layers before the hiding (broadcast too); None: head gradients only
 
 
 @dataclass

@@ -48,7 +48,7 @@ from bench.core.versions import compatible_kind, component_versions
 from bench.engine.cell import cell_context
 from bench.engine.paths import ReleasePath, choose_path
 from bench.engine.paths.tokens import TokenOutput, adapted_encoder, public_token_mechanism
-from bench.models.training import initial_head
+from bench.models.training import initial_client_layer, initial_head
 from bench.results.release_store import FORMAT, CorruptEntry, ReleaseStore, pack, unpack
 from bench.results.store import ResultStore
 
@@ -413,7 +413,8 @@ def value_digest(value: Any) -> str:
 def _canonical_data(data: Any) -> Any:
     if isinstance(data, GradientRelease):
         return {"model": {k: v for k, v in data.model.state_dict().items()}, "gradients": data.gradients,
-                "targets": data.targets, "regression": data.regression, "batch_size": data.batch_size}
+                "targets": data.targets, "regression": data.regression, "batch_size": data.batch_size,
+                **({"client": dict(data.client.state_dict())} if data.client is not None else {})}
     if isinstance(data, ModelRelease):
         return dataclasses.replace(data, path=_folder_digest(data.path), base=Path(data.base).name)
     if isinstance(data, PredictionAccess):
@@ -477,7 +478,9 @@ def _release_payload(release: Release) -> dict[str, Any]:
         first = next(iter(data.model.parameters()))
         data = {"$gradients": True, "state": {k: v.detach().cpu().numpy() for k, v in data.model.state_dict().items()},
                 "dim": int(first.shape[1]), "outputs": int(data.targets.shape[-1]), "gradients": data.gradients,
-                "targets": data.targets, "regression": data.regression, "batch_size": data.batch_size}
+                "targets": data.targets, "regression": data.regression, "batch_size": data.batch_size,
+                "client": None if data.client is None else
+                {k: v.detach().cpu().numpy() for k, v in data.client.state_dict().items()}}
     elif not isinstance(data, (list, np.ndarray)):
         raise TypeError(f"a {type(data).__name__} release is not stored")
     return {"kind": release.kind.value, "data": data, "owners": release.owners, "split": release.split,
@@ -497,7 +500,12 @@ def _release(payload: dict[str, Any], found: Target, defense, context) -> Releas
 
         model = initial_head(data["dim"], data["outputs"], context.training, context.spec.seed).eval()
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in data["state"].items()})
-        data = GradientRelease(model, data["gradients"], data["targets"], data["regression"], data["batch_size"])
+        client = None
+        if data["client"] is not None:  # a store entry without the key predates the client layer: regenerated
+            client = initial_client_layer(data["dim"], context.training, context.spec.seed).eval()
+            client.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in data["client"].items()})
+        data = GradientRelease(model, data["gradients"], data["targets"], data["regression"], data["batch_size"],
+                               client)
     if found.protocol == "tokens":
         mechanism, space = public_token_mechanism(defense), defense.token_space()
     else:

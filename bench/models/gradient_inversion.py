@@ -1,13 +1,15 @@
 """Gradient matching (DLG, Zhu et al. 2019): recover a representation from one client update.
 
-Public attack math, shared by the ``gradient-matching`` attack and its tests. The attacker knows the
-model and the update's target; it starts from a random dummy representation (and, against masked
-releases, a random dummy mask applied elementwise) and minimises the squared L2 distance between
-the gradients its dummy input produces and the observed ones with L-BFGS (TextHide Appendix C: lr 1,
-history 100, 20 inner iterations per step, 1,200 steps). A run stops early once the distance is
-below ``tolerance`` or L-BFGS makes no more progress: both only skip steps that cannot change the
-result. Each attack is its own L-BFGS run (one joint run over a sum of independent losses would share
-the line search and curvature history, a different optimiser); attacks run in parallel processes.
+Public attack math, shared by the ``gradient-matching`` attack and its tests. The update is the gradient of the
+loss of ``head(hide(client(e)))``: a client layer before the hiding, whose gradients the update carries (TextHide
+Appendix C.1's mimic, Algorithm 2's encoder gradients), then the server's head; with ``client=None`` it is the
+head's gradient alone, taken on ``hide(e)``. The attacker knows both models and the update's target; it starts
+from a random dummy representation (and, against masked releases, a random dummy mask applied elementwise after
+the client layer) and minimises the squared L2 distance between the gradients its dummy input produces and the
+observed ones with L-BFGS (TextHide Appendix C: lr 1, history 100, 20 inner iterations per step, 1,200 steps).
+A run stops early once the distance is below ``tolerance`` or L-BFGS makes no more progress: both only skip steps
+that cannot change the result. Each attack is its own L-BFGS run (one joint run over a sum of independent losses
+would share the line search and curvature history, a different optimiser); attacks run in parallel processes.
 """
 
 from __future__ import annotations
@@ -33,17 +35,22 @@ class MatchingSettings:
 
 
 def match_gradients(model, observed: list[np.ndarray], target: np.ndarray, regression: bool, masked: bool,
-                    settings: MatchingSettings, seed: int) -> tuple[np.ndarray, float]:
-    """The dummy representation after matching, and the final gradient distance."""
+                    settings: MatchingSettings, seed: int, client=None) -> tuple[np.ndarray, float]:
+    """The dummy representation after matching, and the final gradient distance.
+
+    ``observed`` holds the gradients of ``client``'s parameters, then of ``model``'s. Without a client layer the
+    masked product is all the head's gradient sees: the dummy's magnitudes come from the matched product, its signs
+    from the dummy itself.
+    """
     import torch
 
-
     generator = torch.Generator().manual_seed(seed)
-    dim = next(m for m in model.modules() if isinstance(m, torch.nn.Linear)).in_features
+    first = client if client is not None else model
+    dim = next(m for m in first.modules() if isinstance(m, torch.nn.Linear)).in_features
     dummy = torch.randn(1, dim, generator=generator).requires_grad_(True)
     dummy_mask = torch.randn(1, dim, generator=generator).requires_grad_(True)
     variables = [dummy, dummy_mask] if masked else [dummy]
-    parameters = list(model.parameters())
+    parameters = (list(client.parameters()) if client is not None else []) + list(model.parameters())
     observed_t = [torch.as_tensor(g) for g in observed]
     target_t = torch.as_tensor(target, dtype=torch.float32)
     optimizer = torch.optim.LBFGS(variables, lr=1, history_size=settings.history, max_iter=settings.inner,
@@ -51,7 +58,8 @@ def match_gradients(model, observed: list[np.ndarray], target: np.ndarray, regre
 
     def closure():
         optimizer.zero_grad()
-        hidden = dummy * dummy_mask if masked else dummy
+        hidden = client(dummy) if client is not None else dummy
+        hidden = hidden * dummy_mask if masked else hidden
         grads = torch.autograd.grad(loss_fn(model(hidden), target_t, regression), parameters, create_graph=True)
         distance = sum(((g - o) ** 2).sum() for g, o in zip(grads, observed_t))
         distance.backward(inputs=variables)
@@ -63,7 +71,7 @@ def match_gradients(model, observed: list[np.ndarray], target: np.ndarray, regre
         distance = float(optimizer.step(closure).detach())
         if not np.isfinite(distance) or distance < settings.tolerance or distance == previous:
             break
-    if masked:  # masks are sign vectors: keep the magnitudes of the matched input, the signs of the dummy
+    if masked and client is None:  # masks are sign vectors: the matched product's magnitudes, the dummy's signs
         matched = (dummy * dummy_mask).detach()
         return (torch.sign(dummy.detach()) * matched.abs()).numpy()[0], distance
     return dummy.detach().numpy()[0], distance
@@ -80,9 +88,10 @@ def _worker_start() -> None:
 
 
 def run_attacks(model, updates: list[list[np.ndarray]], targets: np.ndarray, regression: bool, masked: bool,
-                settings: MatchingSettings, workers: int = 1, seed: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+                settings: MatchingSettings, workers: int = 1, seed: int = 0,
+                client=None) -> tuple[np.ndarray, np.ndarray, float]:
     """Every update attacked independently: (recovered ``(n, d)``, final distances ``(n,)``, attacks per minute)."""
-    jobs = [(model, update, targets[i], regression, masked, settings, seed * 100_003 + i)
+    jobs = [(model, update, targets[i], regression, masked, settings, seed * 100_003 + i, client)
             for i, update in enumerate(updates)]
     started = time.perf_counter()
     description = f"gradient matching: {len(jobs):,} client updates"
@@ -105,3 +114,9 @@ def success(recovered: np.ndarray, true: np.ndarray, threshold: float) -> tuple[
     """Per attack: MSE between recovered and true representation, and whether it is <= threshold."""
     mse = ((np.asarray(recovered, dtype=np.float64) - np.asarray(true, dtype=np.float64)) ** 2).mean(axis=1)
     return mse, mse <= threshold
+
+
+def magnitude_success(recovered: np.ndarray, true: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """``success`` on absolute values: how well |e| is recovered, whatever the signs (which a mask may hide)."""
+    return success(np.abs(np.asarray(recovered, dtype=np.float64)), np.abs(np.asarray(true, dtype=np.float64)),
+                   threshold)

@@ -76,6 +76,18 @@ def initial_head(dim: int, num_outputs: int, config: TrainingConfig, seed: int, 
         return _seeded_head(dim, num_outputs, config, seed, device)
 
 
+def initial_client_layer(dim: int, config: TrainingConfig, seed: int):
+    """The client's trained layer before the hiding (a dense layer of width ``dim`` with the head's activation),
+    as the gradients release's federated update has it: seeded, freshly initialised."""
+    import torch
+    from torch import nn
+
+    activation = {"relu": nn.ReLU, "tanh": nn.Tanh}[config.activation]
+    with torch.random.fork_rng():
+        torch.manual_seed(derive_seed(seed, "client-layer-init"))
+        return nn.Sequential(nn.Linear(dim, dim), activation())
+
+
 def _seeded_head(dim, num_outputs, config, seed, device):
     """Seed torch's global generator and build the head (the caller forks the generator)."""
     import torch

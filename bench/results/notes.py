@@ -125,7 +125,8 @@ _SCHEMA: list[Note] = [
             ("inversion_content_words_guessed", int, "embedding-inversion: content words guessed per row (mean "
                                                      "distinct content words of a public sentence)"),
             ("inversion_mechanism", str, "embedding-inversion: the public mechanism as the adversary ran it on its "
-                                         "public sentences")),
+                                         "public sentences"),
+            ("matched_gradients", str, "gradient-matching: the gradients matched (client layer and head, or head)")),
     *_notes("attack", ("pretraining",),
             ("a_at_100_names", int, "name-generation: distinct names the generated samples reached"),
             ("a_at_100_samples", int, "name-generation: samples drawn to reach them"),

@@ -5,8 +5,8 @@ representations in batches once, or every epoch afresh where the defense's paper
 (``RepresentationDefense.rehides_each_epoch``). The server trains on the hidden batches it receives and predicts
 hidden evaluation representations. The releases: the evaluation sentences hidden as training batches are (training
 traffic, the default) or as the client sends them for prediction (inference traffic: ``spec.traffic``; TextHide
-masks them without mixing), and the single-example client updates on the server's head (``gradients``, built only
-if an attack takes them).
+masks them without mixing), and the single-example client updates of a client layer and the server's head
+(``gradients``, built only if an attack takes them).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from bench.core.spec import INFERENCE, TRAINING
 from bench.engine.paths.base import CellContext, CellOutput, ReleasePath, probe_scores
 from bench.models.generators import torch_generator
 from bench.models.servers import HiddenBatches
-from bench.models.training import client_shards, initial_head, loss_fn, targets_for
+from bench.models.training import client_shards, initial_client_layer, initial_head, loss_fn, targets_for
 
 GRADIENT_UPDATES = 64  # single-example updates a gradients release holds (the attack's N is at most this)
 
@@ -203,24 +203,28 @@ def release_like_training(defense: RepresentationDefense, reps, targets, batch_s
 
 def gradient_release(defense: RepresentationDefense, mechanism, reps, targets, config,
                      seed: int) -> Release[GradientRelease]:
-    """Single-example client updates on the server's freshly initialised head (DLG's setting).
+    """Single-example client updates in the first round of federated training (DLG's setting).
 
-    The first ``GRADIENT_UPDATES`` evaluation examples are hidden as training batches are (mixing
-    partners from their batch), and each one's hidden representation and target make one update:
-    the gradient of the head's loss, as a federated client with batch size 1 would send it in the
-    first round. Only the head's gradients are released: they are the part of the update that
-    sees the hidden representation directly.
+    The update is TextHide's as its Appendix C.1 mimic has it: the client passes each representation through a
+    trained layer (``initial_client_layer``), hides the layer's outputs as training batches are hidden (mixing
+    partners from their batch, then the mask), and the server's freshly initialised head takes them. As in
+    Algorithm 2, whose clients send the encoder's gradients with the head's, the update holds the gradients of
+    the client layer and of the head. The first ``GRADIENT_UPDATES`` evaluation examples make one update each.
     """
     import torch
 
-    hidden, mixed = release_like_training(defense, reps, targets, config.batch_size,
-                                          torch_generator(seed, "client-updates"))
     count = min(len(reps), GRADIENT_UPDATES)
+    client = initial_client_layer(reps.shape[1], config, seed).eval()
     model = initial_head(reps.shape[1], targets.shape[1], config, seed).eval()
+    parameters = list(client.parameters()) + list(model.parameters())
+    hidden, mixed = release_like_training(defense, client(reps), targets, config.batch_size,
+                                          torch_generator(seed, "client-updates"))
     regression = targets.shape[1] == 1
     updates = []
     for i in range(count):
-        loss = loss_fn(model(hidden[i : i + 1]), mixed[i : i + 1], regression)
-        updates.append([g.detach().numpy().copy() for g in torch.autograd.grad(loss, list(model.parameters()))])
-    data = GradientRelease(model, updates, mixed[:count, None, :].numpy(), regression, batch_size=1)
+        loss = loss_fn(model(hidden[i : i + 1]), mixed[i : i + 1].detach(), regression)
+        grads = torch.autograd.grad(loss, parameters, retain_graph=i + 1 < count)
+        updates.append([g.detach().numpy().copy() for g in grads])
+    data = GradientRelease(model, updates, mixed[:count, None, :].detach().numpy(), regression, batch_size=1,
+                           client=client)
     return Release(ReleaseKind.GRADIENTS, data, owners=np.arange(count), mechanism=mechanism)
