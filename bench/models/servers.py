@@ -116,6 +116,13 @@ class SentenceServer(Server):
         """Class ids (or regression values) for released evaluation items."""
         return self._predict(self.encoder.encode(released))
 
+    def logits(self, features) -> np.ndarray:
+        """The head's outputs ``(n, num_labels)`` for features (encoded releases or hidden representations)."""
+        import torch
+
+        with torch.inference_mode():
+            return self.head(torch.as_tensor(features, dtype=torch.float32).cpu()).numpy()
+
     def fit_hidden(self, batches: HiddenBatches):
         """Train the head (and, fine-tuning, the shared encoder) on the client's hidden batches."""
         import torch

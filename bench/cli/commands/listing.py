@@ -85,7 +85,8 @@ def _task_settings(cls: type) -> str:
 def _defense_kinds(cls: type) -> str:
     """A defense's release kinds as pairing sees them: its own, then those it yields through another protocol."""
     own = ", ".join(str(k) for k in cls.releases)
-    extra = [f"{k} (a prediction API's training data)" for k in released_kinds(cls) if k not in cls.releases]
+    why = {ReleaseKind.PREDICTIONS: "a prediction API's training data", ReleaseKind.MODEL: "a trained server's model"}
+    extra = [f"{k} ({why.get(k, 'another protocol')})" for k in released_kinds(cls) if k not in cls.releases]
     lines = [own, *(f"+ {e}" for e in extra)]
     if rewrites_text(cls):
         lines.append(f"on pretraining tasks: {ReleaseKind.MODEL} only")
