@@ -44,8 +44,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require
-from bench import within
+from bench import (Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, Task, Truth, register_attack,
+                   require, within)
 from bench.core.progress import track
 from bench.core.releases import ServerModel
 from bench.core.seeding import derive_seed, numpy_generator
@@ -89,8 +89,6 @@ class Membership(Attack):
 
     def check_task(self, task_cls: type) -> None:
         """The task declares non-members, and its server answers class probabilities."""
-        from bench.core.components import Task
-
         if getattr(task_cls, "membership_pools", Task.membership_pools) is Task.membership_pools:
             raise BenchError(f"task '{task_cls.registry_name}' declares no held-out non-members, so membership "
                              "inference has nothing to test against (the GLUE tasks declare them).")

@@ -80,8 +80,8 @@ from bench import (
     require,
     within,
 )
-from bench.core.errors import BenchError
 from bench.core.components import require_pretraining
+from bench.core.errors import BenchError
 from bench.core.progress import track
 from bench.core.seeding import numpy_generator
 from bench.data.clinical import words_of

@@ -25,6 +25,8 @@ from bench.core.examples import Examples, TaskData
 from bench.core.params import build_component, component_args
 from bench.core.releases import Release, ReleaseKind, ServerModel
 from bench.core.seeding import numpy_generator
+from bench.engine.paths.base import CellContext
+from bench.engine.sanity import guard
 
 QUERY_FORMS = {
     "tokens": "the candidate's text privatized by the client's token mechanism with fresh randomness (as a client "
@@ -74,9 +76,6 @@ def model_release(output, path, defense, context, server, mechanism) -> Release:
 
 def shadow_trainer(path, defense, context):
     """``(texts, labels, seed) -> query``: the cell rerun on the given examples, with a fresh defense and that seed."""
-    from bench.engine.paths.base import CellContext
-    from bench.engine.sanity import guard
-
     def train(texts, labels, seed: int):
         spec = dataclasses.replace(context.spec, seed=int(seed), attack=None, attack_args={})
         examples = Examples(tuple(texts), np.asarray(labels))

@@ -121,7 +121,7 @@ _SCHEMA: list[Note] = [
             ("matched_updates", int, "gradient-matching: updates matched to a distance below 1e-6")),
     *_notes("attack", ("tokens", "representations"),
             ("membership_query", str, "membership: what a query to the deployed service sends"),
-            ("membership_candidates", int, "membership: candidates scored, half of them the server's training examples"),
+            ("membership_candidates", int, "membership: candidates scored, half of them the server's training data"),
             ("membership_delta", float, "membership: the δ of its empirical ε lower bound"),
             ("membership_shadows", int, "membership: shadow models trained (LiRA)")),
     *_notes("attack", ("pretraining",),
