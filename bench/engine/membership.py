@@ -25,7 +25,6 @@ from bench.core.examples import Examples, TaskData
 from bench.core.params import build_component, component_args
 from bench.core.releases import Release, ReleaseKind, ServerModel
 from bench.core.seeding import numpy_generator
-from bench.engine.paths.base import CellContext
 from bench.engine.sanity import guard
 
 QUERY_FORMS = {
@@ -80,7 +79,7 @@ def shadow_trainer(path, defense, context):
         spec = dataclasses.replace(context.spec, seed=int(seed), attack=None, attack_args={})
         examples = Examples(tuple(texts), np.asarray(labels))
         data = TaskData(examples, examples.subset(np.arange(min(2, len(examples)))), "shadow")
-        shadow = CellContext(spec, context.task, data, context.training, context.options)
+        shadow = dataclasses.replace(context, spec=spec, data=data)
         fresh = guard(build_component(type(defense), component_args(defense)))
         return path.run(fresh, shadow, context.task.server(spec, context.training)).query
 

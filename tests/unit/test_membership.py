@@ -157,3 +157,53 @@ def test_membership_on_a_task_without_non_members_exits_2():
     result = CliRunner().invoke(app, ["run", "--task", "conll2003", "--attack", "membership", "--encoder", "mock"])
     assert result.exit_code == 2 and "declares no held-out non-members" in result.output
     assert "Traceback" not in result.output
+
+
+def test_candidates_are_half_training_examples_and_half_held_out_of_the_same_file(tiny_data):
+    from bench.core.registry import TASKS
+    from bench.engine.membership import membership_candidates
+
+    task = TASKS.get("sst2")()
+    data = task.load(60, 30, seed=3)
+    candidates, members, public = membership_candidates(task, data, seed=3)
+    texts = list(candidates.texts)
+    assert len(texts) == 60 and members.sum() == 30 and 0 < members[:30].sum() < 30  # shuffled together
+    train, evaluation = set(data.train.texts), set(data.eval.texts)
+    assert all((t in train) == m for t, m in zip(texts, members))
+    assert not (set(texts) - train) & evaluation  # non-members come from the training file, not the dev set
+    assert not set(public.texts) & (train | evaluation | set(texts))
+    assert len(public) >= 60
+    assert task.membership_pools(task.load(380, 30, seed=3), 3) is None  # no room past the run's sample
+
+
+@pytest.mark.parametrize("defense", ["none", "texthide"])
+def test_a_cell_attacks_the_trained_servers_model(tiny_data, defense):
+    from bench.engine.runner import make_spec, run_cell
+
+    spec = make_spec(task="sst2", defense=defense, attack="membership", encoder="mock", n_train=60, n_eval=30,
+                     attack_args="shadows=4", training_args="epochs=5", defense_args="m=4,k=2" * (defense != "none"))
+    record = run_cell(spec)
+    m, notes = record.metrics, record.notes
+    assert notes["membership_candidates"] == 60 and notes["membership_shadows"] == 4 and notes["attacked_rows"] == 60
+    assert notes["membership_delta"] == pytest.approx(1 / 60)
+    for prefix in ("privacy", "random"):
+        assert 0 <= m[f"{prefix}/membership/auc"] <= 1 and m[f"{prefix}/membership/epsilon_lower"] >= 0
+    assert "utility/accuracy" in m
+
+
+def test_a_shadow_reruns_the_cell_with_its_own_secrets(tiny_data):
+    from bench.engine.cell import run_defense
+    from bench.engine.runner import make_spec
+
+    spec = make_spec(task="sst2", defense="texthide", attack="membership", encoder="mock", n_train=60, n_eval=30,
+                     defense_args="m=4,k=2", training_args="epochs=3")
+    context, output, kind, _ = run_defense(spec)
+    data = output.release(kind).data
+    texts = list(data.candidates)
+    rng = np.random.default_rng(0)
+    target = data.query(texts, rng)
+    shadow = data.shadow(texts[:40], data.labels[:40], 7)
+    assert target.shape == shadow(texts, rng).shape == (60, 2)
+    assert not np.allclose(target, shadow(texts, rng))
+    assert output.membership.members.sum() == 30  # the truth stays with the engine
+    assert not hasattr(data, "members")
