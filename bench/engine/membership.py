@@ -30,8 +30,8 @@ from bench.engine.sanity import guard
 QUERY_FORMS = {
     "tokens": "the candidate's text privatized by the client's token mechanism with fresh randomness (as a client "
               "sends a query), encoded by the server",
-    "representations": "the candidate's text encoded by the public encoder and hidden by the client's inference "
-                       "transform (its secrets, fresh randomness), as a client sends a query",
+    "representations": "the candidate's text encoded by the public encoder, then the client's inference transform "
+                       "(its secrets, fresh randomness; none for the identity), as a client sends a query",
 }
 
 
