@@ -136,14 +136,20 @@ class Membership(Attack):
         return lira(target, scores, keep, self.method == "lira-online", self.fixed_variance)
 
     def confidence_of(self, query, data: ServerModel, rng: np.random.Generator) -> np.ndarray:
-        """φ of each candidate under ``query``, averaged over ``queries`` fresh queries."""
-        texts = list(data.candidates)
-        return np.mean([logit_confidence(query(texts, rng), data.labels) for _ in range(self.queries)], axis=0)
+        """φ of each candidate under ``query``, averaged over its units (a tagger's tokens) and ``queries`` queries."""
+        return self._per_candidate(query, data, rng, logit_confidence)
 
     def loss_scores(self, query, data: ServerModel, rng: np.random.Generator) -> np.ndarray:
-        """Yeom et al.: the negated cross-entropy loss, averaged over ``queries`` fresh queries."""
-        texts = list(data.candidates)
-        return np.mean([log_likelihood(query(texts, rng), data.labels) for _ in range(self.queries)], axis=0)
+        """Yeom et al.: the negated cross-entropy loss, averaged over units and ``queries`` fresh queries."""
+        return self._per_candidate(query, data, rng, log_likelihood)
+
+    def _per_candidate(self, query, data: ServerModel, rng: np.random.Generator, statistic) -> np.ndarray:
+        texts, total = list(data.candidates), np.zeros(len(data.candidates))
+        for _ in range(self.queries):
+            logits, labels, owners = query(texts, data.labels, rng)
+            counts = np.bincount(owners, minlength=len(texts))
+            total += np.bincount(owners, statistic(logits, labels), minlength=len(texts)) / np.maximum(counts, 1)
+        return total / self.queries
 
     def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> np.ndarray:
         """Scores drawn at random: the ROC's diagonal, TPR = FPR."""

@@ -174,8 +174,10 @@ class ServerModel:
         public: labelled examples of the task's distribution that no private split holds, ``(texts, labels)``: the
             adversary's shadow training data.
         train_size: the examples the server trained on (shadows train on as many).
-        query: ``(texts, rng) -> logits (n, num_labels)``: the deployed pipeline on plaintext ``texts``, the
-            client's part first (the query as a client sends it, its randomness from ``rng``), then the server.
+        query: ``(texts, labels, rng) -> (logits (u, num_labels), unit labels (u,), owners (u,))``: the deployed
+            pipeline on plaintext ``texts``, the client's part first (the query as a client sends it, its randomness
+            from ``rng``), then the server. A unit is what the server predicts: a sentence of a classifier (``owners``
+            = 0..n-1), a released token of a tagger (its tag aligned by the task; ``owners``: the text it is from).
         shadow: ``(texts, labels, seed) -> query``: the server's training algorithm, the client's part included,
             rerun on the given examples with the adversary's own randomness and secrets; returns that shadow's
             deployed pipeline in the form of ``query``.
@@ -188,7 +190,7 @@ class ServerModel:
     num_labels: int
     public: tuple[tuple, np.ndarray]
     train_size: int
-    query: Callable[[list, np.random.Generator], np.ndarray]
+    query: Callable[[list, np.ndarray, np.random.Generator], tuple[np.ndarray, np.ndarray, np.ndarray]]
     shadow: Callable[[list, np.ndarray, int], Callable]
     weights: Any = None
     query_form: str = ""

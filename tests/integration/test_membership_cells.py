@@ -28,9 +28,10 @@ def test_a_token_sanitizers_server_is_queried_with_freshly_privatized_text():
     data = output.release(kind).data
     assert path.name == "tokens" and "privatized" in data.query_form
     texts = list(data.candidates)
-    first, second = (data.query(texts, np.random.default_rng(seed)) for seed in (0, 1))
+    first, second = (data.query(texts, data.labels, np.random.default_rng(seed))[0] for seed in (0, 1))
     assert first.shape == (40, 2) and not np.allclose(first, second)  # each query is a fresh draw
-    assert np.allclose(first, data.query(texts, np.random.default_rng(0)))  # from the adversary's generator alone
+    # from the adversary's generator alone
+    assert np.allclose(first, data.query(texts, data.labels, np.random.default_rng(0))[0])
 
 
 @pytest.mark.parametrize("method", ["loss", "lira-offline"])
@@ -39,4 +40,18 @@ def test_each_method_runs_on_the_real_encoder(method):
 
     record = run_cell(make_spec(task="sst2", defense="none", attack="membership", n_train=40, n_eval=20,
                                 attack_args=f"method={method},shadows=2", training_args="epochs=5"))
+    assert 0.0 <= record.metrics["privacy/membership/auc"] <= 1.0
+
+
+def test_a_tagger_trained_on_ndd_rewrites_is_attacked_token_by_token():
+    from bench.engine.cell import run_defense
+    from bench.engine.runner import make_spec, run_cell
+
+    args = dict(task="conll2003", defense="ndd", defense_args="mode=substitutive,select=random", attack="membership",
+                n_train=40, n_eval=20, training_args="epochs=3")
+    _, output, kind, path = run_defense(make_spec(**args))
+    data = output.release(kind).data
+    logits, tags, owners = data.query(list(data.candidates), data.labels, np.random.default_rng(0))
+    assert path.name == "tokens" and logits.shape == (len(tags), 9) and set(owners) == set(range(40))
+    record = run_cell(make_spec(**args, attack_args="method=lira-offline,shadows=2"))
     assert 0.0 <= record.metrics["privacy/membership/auc"] <= 1.0

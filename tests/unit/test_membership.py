@@ -49,9 +49,10 @@ def _release(noise: float) -> tuple[Release, Truth]:
     texts = [str(i) for i in range(len(pool))]
 
     def pipeline(head):
-        def query(items, generator):
+        def query(items, item_labels, generator):
             with torch.inference_mode():
-                return head(torch.from_numpy(pool[[int(t) for t in items]])).numpy()
+                logits = head(torch.from_numpy(pool[[int(t) for t in items]])).numpy()
+            return logits, np.asarray(item_labels), np.arange(len(items))
         return query
 
     def shadow(items, item_labels, seed):
@@ -138,7 +139,8 @@ def test_bad_arguments_are_one_sentence(args, message):
 
 
 @pytest.mark.parametrize("task,message", [
-    ("conll2003", "declares no held-out non-members"),
+    ("ptb", "declares no held-out non-members"),
+    ("trustpilot", "declares no held-out non-members"),
     ("clinical-deid", "declares no held-out non-members"),
     ("stsb", "is a regression"),
 ])
@@ -154,7 +156,7 @@ def test_membership_on_a_task_without_non_members_exits_2():
 
     from bench.cli.main import app
 
-    result = CliRunner().invoke(app, ["run", "--task", "conll2003", "--attack", "membership", "--encoder", "mock"])
+    result = CliRunner().invoke(app, ["run", "--task", "ptb", "--attack", "membership", "--encoder", "mock"])
     assert result.exit_code == 2 and "declares no held-out non-members" in result.output
     assert "Traceback" not in result.output
 
@@ -201,9 +203,10 @@ def test_a_shadow_reruns_the_cell_with_its_own_secrets(tiny_data):
     data = output.release(kind).data
     texts = list(data.candidates)
     rng = np.random.default_rng(0)
-    target = data.query(texts, rng)
+    target, labels, owners = data.query(texts, data.labels, rng)
     shadow = data.shadow(texts[:40], data.labels[:40], 7)
-    assert target.shape == shadow(texts, rng).shape == (60, 2)
-    assert not np.allclose(target, shadow(texts, rng))
+    assert target.shape == shadow(texts, data.labels, rng)[0].shape == (60, 2)
+    assert (labels == data.labels).all() and (owners == np.arange(60)).all()
+    assert not np.allclose(target, shadow(texts, data.labels, rng)[0])
     assert output.membership.members.sum() == 30  # the truth stays with the engine
     assert not hasattr(data, "members")

@@ -168,10 +168,11 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
     output = RepresentationOutput(utility, {ReleaseKind.SENTENCE_EMBEDDINGS: release}, notes, encoder, probe=probe,
                                   deferred={ReleaseKind.GRADIENTS: gradients})
     if not context.client_only and hasattr(server, "logits"):  # a sentence server: its model is a release too
-        def query(texts: list, rng: np.random.Generator):
+        def query(texts: list, labels, rng: np.random.Generator):
             """The deployed pipeline: the client encodes the query and hides it as it does its evaluation data."""
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
-            return server.logits(defense.hide_inference(torch.from_numpy(encoder.encode(list(texts))), generator))
+            hidden = defense.hide_inference(torch.from_numpy(encoder.encode(list(texts))), generator)
+            return server.logits(hidden), np.asarray(labels), np.arange(len(texts))
 
         output.query = query
         defer_model_release(output, RepresentationsPath(), defense, context, server, mechanism)

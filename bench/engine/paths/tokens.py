@@ -146,13 +146,17 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> TokenOutp
             release.span_public = public_span_rows(regroup_eval(eval_ids), eval_texts, public_spans,
                                                    server.encoder.tokenizer, server.encoder.max_length)
     output = TokenOutput(utility, {kind: release}, notes, server.encoder, probe=probe, truth_spans=truth_spans)
-    if not context.client_only and hasattr(server, "logits"):  # a sentence server: its model is a release too
-        def query(texts: list, rng: np.random.Generator) -> np.ndarray:
+    if not context.client_only and hasattr(server, "unit_logits"):  # the trained server's model is a release too
+        def query(texts: list, labels, rng: np.random.Generator):
             """The deployed pipeline: the client privatizes the query as it does its evaluation data."""
+            if isinstance(defense, SpanDefense) and not original_eval:
+                raise BenchError(f"a query to a server of task '{spec.task}' would need the client's span rewrite, "
+                                 "which membership inference does not run; use a task that evaluates on original "
+                                 "text (conll2003).")
             segments, regroup = flatten_segments(list(texts))
             ids = space.client_ids(segments, rng)
-            return server.logits(server.encoder.encode(regroup(space.render(eval_mechanism.privatize(ids, space,
-                                                                                                     rng)))))
+            released = regroup(space.render(eval_mechanism.privatize(ids, space, rng)))
+            return server.unit_logits(released, task.token_labels(list(texts), labels, server.encoder))
 
         output.query = query
         defer_model_release(output, TokensPath(), defense, context, server, public_token_mechanism(defense))
