@@ -210,3 +210,16 @@ def test_a_shadow_reruns_the_cell_with_its_own_secrets(tiny_data):
     assert not np.allclose(target, shadow(texts, data.labels, rng)[0])
     assert output.membership.members.sum() == 30  # the truth stays with the engine
     assert not hasattr(data, "members")
+
+
+def test_bench_list_pairs_membership_with_trained_servers_and_the_clinical_attacks_with_mlms_only():
+    from bench.cli.commands.listing import pairing_tasks
+    from bench.core.registry import ATTACKS, DEFENSES
+
+    membership, names = ATTACKS.get("membership"), ATTACKS.get("name-generation")
+    assert "sst2" in pairing_tasks(DEFENSES.get("texthide"), membership)
+    assert "conll2003" in pairing_tasks(DEFENSES.get("ndd"), membership)
+    assert not {"ptb", "clinical-deid", "stsb"} & set(pairing_tasks(DEFENSES.get("none"), membership))
+    assert pairing_tasks(DEFENSES.get("dchi-token"), names) == []
+    assert set(pairing_tasks(DEFENSES.get("none"), names)) <= {"clinical-deid", "clinical-spl", "mimic-deid",
+                                                                 "mimic-spl"}

@@ -53,7 +53,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     for name in DEFENSES.names():
         ok, on_weights = [], []
         for attack in ATTACKS.names():
-            tasks = _pairing_tasks(DEFENSES.get(name), ATTACKS.get(attack))
+            tasks = pairing_tasks(DEFENSES.get(name), ATTACKS.get(attack))
             if any("pretraining" not in TASKS.get(t).protocols for t in tasks):
                 ok.append(attack)
             elif tasks:  # only the weights a pretraining task releases
@@ -64,7 +64,7 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     out.print(pairs)
 
 
-def _pairing_tasks(defense_cls: type, attack_cls: type) -> list[str]:
+def pairing_tasks(defense_cls: type, attack_cls: type) -> list[str]:
     """The tasks on which a defense and an attack pair: a kind in common, the attack's checks of the task and a
     path that yields the kind (what ``make_spec`` checks, without parameters)."""
     try:
