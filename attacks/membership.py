@@ -31,12 +31,26 @@ TPR and FPR give ε ≥ log((TPR_lo − δ) / FPR_hi), and with the roles of the
 ε ≥ log((TNR_lo − δ) / FNR_hi) (Nasr et al.); the largest over thresholds and both forms, at least 0.
 The random reference scores candidates with random numbers: its ROC is the diagonal TPR = FPR.
 
+One-run audit (Thomas Steinke, Milad Nasr, Matthew Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS
+2023), beside every method: the adversary picks ``canaries`` public examples with random labels (mislabelled
+examples, which a model fits only by memorising them); the engine trains the cell's algorithm once more on the
+server's training split plus each canary independently with probability 1/2, and keeps which were included. The
+adversary scores each canary by its loss under that model (black-box), guesses "in" for the ``audit_in`` lowest
+losses and "out" for the ``audit_out`` highest, and ``epsilon_one_run`` is the largest ε that v correct of r
+guesses certify: under ε-DP, v is dominated by Binomial(r, e^ε / (1 + e^ε)) (their Theorem 3.1 at δ = 0), so the
+one-sided Clopper-Pearson lower bound p on the success rate at level ``confidence`` gives ε ≥ log(p / (1 − p)).
+
 Deviations: the paper trains 256 shadows of the whole network with augmentations; here ``shadows`` (16) reruns of
 the cell's client part and server training (with frozen features, a head each), and the query's randomness averages
 instead of fitting a Gaussian per augmentation. A tagger's φ is the mean over the released tokens of a sentence. The
 ε bound's threshold is chosen on the same candidates it is measured on (Jagielski et al. choose it on a separate
 set), so it is optimistic by the multiplicity of thresholds; and n members and n non-members certify at most about
 log(n / ln(2/α)) however perfect the attack (3.3 at n = 100, α = 0.05).
+
+Deviation of the one-run audit: the bound is their theorem's at δ = 0 (its δ term is not applied), so it bounds ε of
+a pure-DP claim; and the guess counts are fixed in advance rather than the best of several. An unseen mislabelled
+canary may still be fit by chance (its random label is the model's answer half the time), so "in" guesses by loss
+are the weaker half.
 
 Limit of this setting: the adversary queries as a client of the service does, its text privatized or hidden by the
 client's part with fresh randomness; an adversary holding the weights could also query the raw text, which is not
@@ -74,6 +88,8 @@ class Membership(Attack):
         Metric("advantage", True, "membership advantage: the largest TPR - FPR over thresholds (Yeom et al.)"),
         Metric("epsilon_lower", True, "empirical ε lower bound from Clopper-Pearson TPR/FPR at the best threshold",
                0.0, float("inf")),
+        Metric("epsilon_one_run", True, "ε lower bound of a one-run audit with canaries (Steinke et al. 2023)",
+               0.0, float("inf")),
     )
     check_args: ClassVar[dict] = {"shadows": 4}  # --check: a few shadows (each a rerun of the cell's training)
 
@@ -83,6 +99,9 @@ class Membership(Attack):
     fixed_variance: bool = True  # one global variance (the paper's choice below 64 shadows), else per example
     delta: float | None = None  # δ of the ε bound; None: 1/n, n the server's training examples
     confidence: float = within(0.95, "(0, 1)")  # level of each Clopper-Pearson interval
+    canaries: int = within(100, "[0, 1e6]")  # canaries of the one-run audit (0: no audit, its ε reads 0)
+    audit_in: int = within(10, "[0, 1e6]")  # the audit's "in" guesses: the canaries of lowest loss
+    audit_out: int = within(10, "[0, 1e6]")  # the audit's "out" guesses: the canaries of highest loss
 
     def __post_init__(self) -> None:
         require(self.method in METHODS, f"membership method must be one of {', '.join(METHODS)}, got '{self.method}'.")
@@ -90,6 +109,10 @@ class Membership(Attack):
         require(self.queries >= 1, f"membership queries must be >= 1, got {self.queries}.")
         require(self.delta is None or 0 <= self.delta < 1, f"membership delta must lie in [0, 1), got {self.delta}.")
         require(0 < self.confidence < 1, f"membership confidence must lie in (0, 1), got {self.confidence}.")
+        require(self.canaries >= 0, f"membership canaries must be >= 0, got {self.canaries}.")
+        require(self.audit_in >= 0 and self.audit_out >= 0 and self.audit_in + self.audit_out >= 1,
+                f"membership audit_in and audit_out must be >= 0 and guess at least once, got {self.audit_in} and "
+                f"{self.audit_out}.")
         self.run_notes: dict = {}
         self._delta = self.delta
 
@@ -102,7 +125,27 @@ class Membership(Attack):
             raise BenchError(f"membership inference scores the confidence in a class, and task "
                              f"'{task_cls.registry_name}' is a regression.")
 
-    def attack(self, release: Release, public: PublicKnowledge) -> np.ndarray:
+    def attack(self, release: Release, public: PublicKnowledge) -> "Guesses":
+        """A membership score per candidate (higher: more likely a member), and per canary of the one-run audit."""
+        scores = self.candidate_scores(release)
+        return Guesses(scores, self.audit(release.data, numpy_generator(0, "membership-canaries")))
+
+    def audit(self, data: ServerModel, rng: np.random.Generator) -> np.ndarray:
+        """Steinke et al.'s black-box audit: the canaries' negated losses under the one extra training run."""
+        pool_texts, pool_labels = data.public
+        count = min(self.canaries, len(pool_texts))
+        if data.audit is None or count < 2:
+            return np.zeros(0)
+        picked = rng.permutation(len(pool_texts))[:count]
+        labels = np.asarray(pool_labels)[picked]
+        if labels.ndim == 1 and labels.dtype.kind in "iu":  # class ids: a random label, which only memorising fits
+            labels = rng.integers(0, data.num_labels, count)
+        texts = [pool_texts[i] for i in picked]
+        query = data.audit(texts, labels)
+        self.run_notes["membership_canaries"] = count
+        return self._per_candidate(query, texts, labels, rng, log_likelihood)
+
+    def candidate_scores(self, release: Release) -> np.ndarray:
         """One membership score per candidate (higher: more likely a member)."""
         data = release.data
         if not isinstance(data, ServerModel):
@@ -148,30 +191,42 @@ class Membership(Attack):
 
     def confidence_of(self, query, data: ServerModel, rng: np.random.Generator) -> np.ndarray:
         """φ of each candidate under ``query``, averaged over its units (a tagger's tokens) and ``queries`` queries."""
-        return self._per_candidate(query, data, rng, logit_confidence)
+        return self._per_candidate(query, list(data.candidates), data.labels, rng, logit_confidence)
 
     def loss_scores(self, query, data: ServerModel, rng: np.random.Generator) -> np.ndarray:
         """Yeom et al.: the negated cross-entropy loss, averaged over units and ``queries`` fresh queries."""
-        return self._per_candidate(query, data, rng, log_likelihood)
+        return self._per_candidate(query, list(data.candidates), data.labels, rng, log_likelihood)
 
-    def _per_candidate(self, query, data: ServerModel, rng: np.random.Generator, statistic) -> np.ndarray:
-        texts, total = list(data.candidates), np.zeros(len(data.candidates))
+    def _per_candidate(self, query, texts: list, labels, rng: np.random.Generator, statistic) -> np.ndarray:
+        total = np.zeros(len(texts))
         for _ in range(self.queries):
-            logits, labels, owners = query(texts, data.labels, rng)
+            logits, units, owners = query(texts, labels, rng)
             counts = np.bincount(owners, minlength=len(texts))
-            total += np.bincount(owners, statistic(logits, labels), minlength=len(texts)) / np.maximum(counts, 1)
+            total += np.bincount(owners, statistic(logits, units), minlength=len(texts)) / np.maximum(counts, 1)
         return total / self.queries
 
-    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> np.ndarray:
-        """Scores drawn at random: the ROC's diagonal, TPR = FPR."""
+    def random_guess(self, release: Release, public: PublicKnowledge, rng: np.random.Generator) -> "Guesses":
+        """Scores drawn at random, for the candidates and the canaries: the ROC's diagonal, TPR = FPR."""
         if self._delta is None:
             self._delta = 1.0 / release.data.train_size
-        return rng.random(len(release.owners))
+        return Guesses(rng.random(len(release.owners)), rng.random(self.run_notes.get("membership_canaries", 0)))
 
-    def score(self, guesses: np.ndarray, truth: Truth, public: PublicKnowledge) -> dict[str, float]:
-        """AUC, TPR at low FPR, the advantage and the empirical ε lower bound, from the ROC."""
-        return roc_figures(np.asarray(truth.members, bool), np.asarray(guesses, float), self._delta or 0.0,
-                           self.confidence)
+    def score(self, guesses: "Guesses", truth: Truth, public: PublicKnowledge) -> dict[str, float]:
+        """AUC, TPR at low FPR, the advantage and the empirical ε lower bound from the ROC; the one-run audit's ε."""
+        figures = roc_figures(np.asarray(truth.members, bool), np.asarray(guesses.scores, float), self._delta or 0.0,
+                              self.confidence)
+        audited = truth.canaries is not None and len(guesses.canaries) == len(truth.canaries) > 0
+        figures["epsilon_one_run"] = one_run_epsilon(np.asarray(truth.canaries, bool), guesses.canaries,
+                                                     self.audit_in, self.audit_out, self.confidence) if audited else 0.0
+        return figures
+
+
+@dataclass
+class Guesses:
+    """The attack's scores: one per candidate, and one per canary of the one-run audit (empty without one)."""
+
+    scores: np.ndarray
+    canaries: np.ndarray
 
 
 def log_likelihood(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -229,6 +284,23 @@ def roc_figures(members: np.ndarray, scores: np.ndarray, delta: float, confidenc
     figures["epsilon_lower"] = epsilon_lower_bound(tpr, fpr, int(members.sum()), int((~members).sum()), delta,
                                                    confidence)
     return figures
+
+
+def one_run_epsilon(included: np.ndarray, scores: np.ndarray, guess_in: int, guess_out: int,
+                    confidence: float) -> float:
+    """Steinke et al.'s bound: guess "in" for the ``guess_in`` highest-scored canaries and "out" for the
+    ``guess_out`` lowest; with v of r guesses correct, ε ≥ log(p / (1 − p)) for p the one-sided Clopper-Pearson lower
+    bound of the success rate (at δ = 0, v is dominated by Binomial(r, e^ε / (1 + e^ε))). 0 when p ≤ 1/2."""
+    from scipy.stats import beta
+
+    guess_in, guess_out = min(guess_in, len(scores)), min(guess_out, max(0, len(scores) - guess_in))
+    order = np.argsort(scores, kind="stable")
+    correct = int(included[order[len(order) - guess_in:]].sum() + (~included[order[:guess_out]]).sum())
+    guesses = guess_in + guess_out
+    if guesses == 0 or correct == 0:
+        return 0.0
+    p = float(beta.ppf(1 - confidence, correct, guesses - correct + 1))
+    return float(np.log(p / (1 - p))) if p > 0.5 else 0.0
 
 
 def epsilon_lower_bound(tpr: np.ndarray, fpr: np.ndarray, positives: int, negatives: int, delta: float,

@@ -480,8 +480,10 @@ class Truth:
     records: list | None = None
     # for a predictions release: each private attribute's true value per release row (attribute inference)
     attributes: dict[str, np.ndarray] | None = None
-    # for a trained server's model release: whether each candidate row is a member of its training data
+    # for a trained server's model release: whether each candidate row is a member of its training data, and whether
+    # each canary of a one-run audit was included in the audit's training run
     members: np.ndarray | None = None
+    canaries: np.ndarray | None = None
 
 
 class Attack:

@@ -183,6 +183,9 @@ class ServerModel:
             deployed pipeline in the form of ``query``.
         weights: the server's trained head (a ``torch.nn.Module``): the released weights.
         query_form: what a query sends, in words (a record note).
+        audit: ``(texts, labels) -> query``: the training run once more, by the engine, on the server's training data
+            and each of the given canaries with probability 1/2 (Steinke et al. 2023's one-run audit); which canaries
+            were included only the engine knows. None where no audit is offered.
     """
 
     candidates: tuple
@@ -194,6 +197,7 @@ class ServerModel:
     shadow: Callable[[list, np.ndarray, int], Callable]
     weights: Any = None
     query_form: str = ""
+    audit: Callable[[list, np.ndarray], Callable] | None = None
 
 
 # The payload of each kind: ``Release.data`` (a tuple: any of its types). Text and token embeddings: a list with one

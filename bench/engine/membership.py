@@ -68,9 +68,25 @@ def model_release(output, path, defense, context, server, mechanism) -> Release:
     payload = ServerModel(
         candidates=candidates.texts, labels=candidates.labels.copy(), num_labels=type(task).num_labels,
         public=(public.texts, public.labels.copy()), train_size=len(data.train), query=output.query,
-        shadow=shadow_trainer(path, defense, context), weights=server.head, query_form=QUERY_FORMS.get(path.name, ""))
+        shadow=shadow_trainer(path, defense, context), weights=server.head, query_form=QUERY_FORMS.get(path.name, ""),
+        audit=audit_trainer(path, defense, context, output.membership))
     return Release(ReleaseKind.MODEL, payload, owners=np.arange(len(candidates)),
                    mechanism=mechanism, split="membership")
+
+
+def audit_trainer(path, defense, context, truth: Truth):
+    """``(canary texts, labels) -> query``: the cell rerun on its own training split plus each canary with
+    probability 1/2 (independently, from the engine's generator); the inclusion bits go to ``truth.canaries``."""
+    def audit(texts, labels):
+        included = numpy_generator(context.spec.seed, "membership-audit").random(len(texts)) < 0.5
+        truth.canaries = included
+        train = context.data.train
+        chosen = np.flatnonzero(included)
+        examples = Examples(tuple(train.texts) + tuple(texts[i] for i in chosen),
+                            np.concatenate([train.labels, np.asarray(labels)[chosen]]))
+        return shadow_trainer(path, defense, context)(examples.texts, examples.labels, context.spec.seed)
+
+    return audit
 
 
 def shadow_trainer(path, defense, context):

@@ -9,7 +9,7 @@ from bench import BenchError
 from bench.core.components import Truth
 from bench.core.releases import Release, ReleaseKind, ServerModel
 
-from attacks.membership import Membership, epsilon_lower_bound, logit_confidence, roc_figures
+from attacks.membership import Membership, epsilon_lower_bound, logit_confidence, one_run_epsilon, roc_figures
 
 DIM, CLASSES, TRAIN = 16, 2, 100
 
@@ -59,25 +59,42 @@ def _release(noise: float) -> tuple[Release, Truth]:
         return pipeline(_fit(pool[[int(t) for t in items]], np.asarray(item_labels), seed, noise))
 
     target = _fit(pool[:200][members], labels[:200][members], 99, noise)
-    data = ServerModel(tuple(texts[:200]), labels[:200], CLASSES, (tuple(texts[200:]), labels[200:]), TRAIN,
-                       pipeline(target), shadow, target, "rows of a feature table")
     truth = Truth(texts[:200], labels[:200], np.zeros(0), members=members)
+
+    def audit(items, item_labels):  # as the engine: the server's training set plus each canary w.p. 1/2
+        truth.canaries = np.random.default_rng(5).random(len(items)) < 0.5
+        rows = np.r_[np.flatnonzero(members), [int(t) for t, kept in zip(items, truth.canaries) if kept]]
+        row_labels = np.r_[labels[:200][members], np.asarray(item_labels)[truth.canaries]]
+        return pipeline(_fit(pool[rows], row_labels, 99, noise))
+
+    data = ServerModel(tuple(texts[:200]), labels[:200], CLASSES, (tuple(texts[200:]), labels[200:]), TRAIN,
+                       pipeline(target), shadow, target, "rows of a feature table", audit)
     return Release(ReleaseKind.MODEL, data, owners=np.arange(200), split="membership"), truth
 
 
-def _scores(method: str, noise: float, shadows: int = 16) -> tuple[dict, dict]:
+def _scores(method: str, noise: float, shadows: int = 16, **args) -> tuple[dict, dict]:
     release, truth = _release(noise)
-    attack = Membership(method=method, shadows=shadows)
+    attack = Membership(method=method, shadows=shadows, **args)
     found = attack.score(attack.attack(release, None), truth, None)
     reference = attack.score(attack.random_guess(release, None, np.random.default_rng(1)), truth, None)
     return found, reference
 
 
+def _one_run_ceiling(guesses: int = 20, confidence: float = 0.95) -> float:  # every guess correct
+    p = (1 - confidence) ** (1 / guesses)
+    return float(np.log(p / (1 - p)))
+
+
 def test_lira_finds_the_members_of_a_head_that_memorises():
-    found, reference = _scores("lira-online", noise=0.0)
+    # the audit guesses "out" only: an unseen mislabelled canary fits by chance half the time, so a low loss says
+    # little, while a high loss says "not trained on" (the members' losses are all near 0)
+    found, reference = _scores("lira-online", noise=0.0, audit_in=0, audit_out=20)
     assert found["auc"] > 0.9 and found["tpr_at_fpr_1pct"] > 0.3, found
     assert found["epsilon_lower"] > 1.0, found
     assert reference["tpr_at_fpr_1pct"] < 0.1 and abs(reference["auc"] - 0.5) < 0.15, reference
+    # the one-run audit: mislabelled canaries a memorising head fits are told apart in one extra training run
+    assert 1.0 < found["epsilon_one_run"] <= _one_run_ceiling() + 1e-9, found
+    assert reference["epsilon_one_run"] < 1.0, reference
 
 
 def test_offline_lira_needs_no_shadow_holding_a_candidate_and_still_separates():
@@ -87,9 +104,9 @@ def test_offline_lira_needs_no_shadow_holding_a_candidate_and_still_separates():
 
 
 def test_lira_falls_to_the_reference_on_a_head_trained_with_strong_noise():
-    found, reference = _scores("lira-online", noise=30.0)
+    found, reference = _scores("lira-online", noise=30.0, audit_in=0, audit_out=20)
     assert abs(found["auc"] - 0.5) < 0.15 and found["tpr_at_fpr_1pct"] < 0.1, found
-    assert found["epsilon_lower"] < 0.5, found
+    assert found["epsilon_lower"] < 0.5 and found["epsilon_one_run"] < 1.0, found
 
 
 def test_loss_attack_ranks_members_of_a_memorising_head_first():
@@ -127,7 +144,19 @@ def test_epsilon_bound_lies_between_zero_and_perfect_separation(delta):
     assert epsilon_lower_bound(np.array([0.0, 1.0]), np.array([0.0, 1.0]), 100, 100, delta, 0.95) == 0.0
 
 
+def test_one_run_bound_reads_the_guesses_and_stays_in_range():
+    included = np.r_[np.ones(50, bool), np.zeros(50, bool)]
+    perfect = one_run_epsilon(included, included.astype(float), 10, 10, 0.95)
+    assert perfect == pytest.approx(_one_run_ceiling())
+    assert one_run_epsilon(included, included.astype(float), 0, 20, 0.95) == pytest.approx(perfect)
+    assert one_run_epsilon(included, -included.astype(float), 10, 10, 0.95) == 0.0  # every guess wrong
+    rng = np.random.default_rng(0)
+    assert all(0.0 <= one_run_epsilon(included, rng.random(100), 10, 10, 0.95) <= perfect for _ in range(50))
+
+
 @pytest.mark.parametrize("args,message", [
+    ({"canaries": -1}, "canaries must be >= 0"),
+    ({"audit_in": 0, "audit_out": 0}, "guess at least once"),
     ({"method": "lira"}, "method must be one of"),
     ({"shadows": 1}, "shadows must be >= 2"),
     ({"delta": 1.5}, "delta must lie in"),
@@ -187,7 +216,8 @@ def test_a_cell_attacks_the_trained_servers_model(tiny_data, defense):
     record = run_cell(spec)
     m, notes = record.metrics, record.notes
     assert notes["membership_candidates"] == 60 and notes["membership_shadows"] == 4 and notes["attacked_rows"] == 60
-    assert notes["membership_delta"] == pytest.approx(1 / 60)
+    assert notes["membership_delta"] == pytest.approx(1 / 60) and notes["membership_canaries"] == 100
+    assert m["privacy/membership/epsilon_one_run"] >= 0 and m["random/membership/epsilon_one_run"] >= 0
     for prefix in ("privacy", "random"):
         assert 0 <= m[f"{prefix}/membership/auc"] <= 1 and m[f"{prefix}/membership/epsilon_lower"] >= 0
     assert "utility/accuracy" in m
@@ -210,6 +240,9 @@ def test_a_shadow_reruns_the_cell_with_its_own_secrets(tiny_data):
     assert not np.allclose(target, shadow(texts, data.labels, rng)[0])
     assert output.membership.members.sum() == 30  # the truth stays with the engine
     assert not hasattr(data, "members")
+    audited = data.audit(texts[:10], data.labels[:10])  # the one-run audit: the engine draws and keeps inclusion
+    assert audited(texts, data.labels, rng)[0].shape == (60, 2)
+    assert output.membership.canaries.shape == (10,) and output.membership.canaries.dtype == bool
 
 
 def test_bench_list_pairs_membership_with_trained_servers_and_the_clinical_attacks_with_mlms_only():
