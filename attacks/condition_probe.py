@@ -41,6 +41,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import Attack, Metric, PublicKnowledge, Release, ReleaseKind, Truth, register_attack, require, within
+from bench.core.components import require_pretraining
 from bench.core.progress import track
 
 PRIOR_SMOOTHING = 0.5  # added to each held-out condition count (a condition no held-out patient has still ranks)
@@ -89,6 +90,10 @@ class ConditionProbe(Attack):
         require(self.batch_size >= 1, f"condition-probe batch_size must be >= 1, got {self.batch_size}.")
         require("{name}" in self.template and "{condition}" in self.template,
                 f"condition-probe template must hold {{name}} and {{condition}}, got '{self.template}'.")
+
+    def check_task(self, task_cls: type) -> None:
+        """Only a task that pretrains an MLM releases its weights."""
+        require_pretraining(type(self).registry_name, task_cls)
 
     def attack(self, release: Release, public: PublicKnowledge) -> ConditionRanking:
         """The MLM's mean log-probability of each condition in the template, per patient."""

@@ -80,6 +80,7 @@ from bench import (
     require,
     within,
 )
+from bench.core.components import require_pretraining
 from bench.core.errors import BenchError
 from bench.core.progress import track
 from bench.core.seeding import numpy_generator
@@ -158,6 +159,10 @@ class NameGeneration(Attack):
                 f"name-generation max_samples must be >= samples ({self.samples}), got {self.max_samples}.")
         unknown = [p for p in self.prefixes.split("+") if p not in PREFIXES]
         require(not unknown, f"name-generation prefixes are none, mr or ms joined by '+', got '{self.prefixes}'.")
+
+    def check_task(self, task_cls: type) -> None:
+        """Only a task that pretrains an MLM releases its weights."""
+        require_pretraining(type(self).registry_name, task_cls)
 
     def attack(self, release: Release, public: PublicKnowledge) -> GeneratedSamples:
         """Sample rounds of ``samples`` sequences from the released MLM until 100 distinct names are generated."""

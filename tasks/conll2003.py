@@ -252,6 +252,23 @@ class CoNLL2003(TokenTask, SpanTask):
         array[:] = [labels[i] for i in keep]
         return Examples(tuple(texts[i] for i in keep), array)
 
+    def membership_pools(self, data: TaskData, seed: int) -> tuple[Examples, Examples] | None:
+        """Non-members: as many training-file sentences as the evaluation split holds, from the far end of the run's
+        permutation of eng.train; public: the training-file sentences between the run's sample and them. Sentences
+        whose text a split of ``data`` holds are left out. None when eng.train has too few sentences past the
+        sample."""
+        path = data_dir() / "conll2003" / self.train_file
+        train = sentence_examples(read_conll(path), path)
+        order = numpy_generator(seed, "data", self.registry_name).permutation(len(train))  # load()'s draw
+        n_train, n_held = len(data.train), len(data.eval)
+        if len(order) - n_train < 2 * n_held:
+            return None
+        private = set(data.train.texts) | set(data.eval.texts)
+        held = [i for i in order[len(order) - n_held:] if train.texts[i] not in private]
+        private |= {train.texts[i] for i in held}
+        public = [i for i in order[n_train : len(order) - n_held] if train.texts[i] not in private]
+        return train.subset(np.array(held, dtype=int)), train.subset(np.array(public, dtype=int))
+
     def span_fragment(self, label, text, span: Span) -> list[int]:
         """The entity's own tag ids (B-X I-X ...): what a substituted entity carries."""
         return list(label[span.start:span.end])

@@ -246,15 +246,18 @@ class GlueTask(TokenTask):
 
         return SentenceServer(self.num_labels, training, spec.seed)
 
-    def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
-        """Seeded samples of the training split and of the evaluation split."""
+    def _splits(self) -> tuple[Split, str]:
+        """The full training and evaluation splits (local files first, else the hub) and where they came from."""
         folder = data_dir() / "glue" / self.folder
         found = next((split for source in self.local
                       if (split := source.read(folder, self.registry_name, self.num_labels))), None)
         if found is not None:
-            (train, evaluation, eval_split), source = found, f"local:{folder}"
-        else:
-            (train, evaluation, eval_split), source = self._hub(), f"hub:{HUB_DATASET}/{self.hub_config}"
+            return found, f"local:{folder}"
+        return self._hub(), f"hub:{HUB_DATASET}/{self.hub_config}"
+
+    def load(self, n_train: int, n_eval: int, seed: int) -> TaskData:
+        """Seeded samples of the training split and of the evaluation split."""
+        (train, evaluation, eval_split), source = self._splits()
         rng = numpy_generator(seed, "data", self.registry_name)
         order = rng.permutation(len(train))  # the draw sample_indices makes: the sampled data is as before
         rest = train.subset(order[n_train : n_train + PUBLIC_PAIRS])
@@ -263,6 +266,25 @@ class GlueTask(TokenTask):
         public = tuple(dict.fromkeys(flatten_segments(list(rest.texts))[0]))
         return TaskData(train, evaluation, source, {"eval_split": eval_split}, public,
                         f"{self.registry_name}: {len(public)} sentences of training examples the run does not sample")
+
+    def membership_pools(self, data: TaskData, seed: int) -> tuple[Examples, Examples] | None:
+        """Non-members: as many training-file examples as the evaluation split holds, from the far end of the run's
+        permutation of the training file (past its public slice where the file is long enough); public: the run's
+        public slice (``TaskData.public``) with its labels, less the non-members. Both come from the training file,
+        so members and non-members share one distribution (SST-2's training file holds phrases, its dev set whole
+        sentences). Examples whose text a member or an evaluation example also has are left out. None when the
+        file has too few examples past the run's sample."""
+        (train, _, _), _ = self._splits()
+        order = numpy_generator(seed, "data", self.registry_name).permutation(len(train))  # load()'s draw
+        n_train, n_held = len(data.train), len(data.eval)
+        if len(order) - n_train < 2 * n_held:
+            return None
+        held = order[len(order) - n_held:]
+        public = order[n_train : min(n_train + PUBLIC_PAIRS, len(order) - n_held)]
+        private = set(data.train.texts) | set(data.eval.texts)
+        nonmembers = train.subset(np.array([i for i in held if train.texts[i] not in private], dtype=int))
+        private |= set(nonmembers.texts)
+        return nonmembers, train.subset(np.array([i for i in public if train.texts[i] not in private], dtype=int))
 
     def _hub(self) -> Split:
         """Training and evaluation splits from the Hugging Face hub; BenchError saying both ways when unreachable."""

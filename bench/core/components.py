@@ -97,6 +97,14 @@ class Task:
         """Utility metrics by name (the headline metric first)."""
         raise NotImplementedError
 
+    def membership_pools(self, data: TaskData, seed: int) -> tuple[Any, Any] | None:
+        """``(non-members, public)`` for membership inference on the server trained on ``data.train``.
+
+        Both are labelled examples (``Examples``) of the training split's distribution that no split of ``data``
+        holds: held-out non-members, and a disjoint public pool for an adversary's shadow models. Default None: the
+        task declares no non-members, and membership inference on it is refused."""
+        return None
+
     def public_examples(self, data: TaskData) -> Any:
         """Examples of the task's sources that no split of ``data`` holds (``Examples``, labelled like a split).
 
@@ -228,6 +236,14 @@ class ApiTask(Task):
 # The interface a task subclasses for each path it declares in ``protocols`` (its hooks: what that path calls).
 PATH_HOOKS: dict[str, type[Task]] = {"representations": Task, "tokens": TokenTask, "pretraining": PretrainingTask,
                                      "api": ApiTask}
+
+
+def require_pretraining(attack: str, task_cls: type) -> None:
+    """An attack on a pretrained MLM's weights pairs only with a task that pretrains one (``PretrainingTask``)."""
+    if not issubclass(task_cls, PretrainingTask):
+        raise BenchError(f"attack '{attack}' takes the weights of an MLM pretrained on a clinical task's notes, and "
+                         f"task '{task_cls.registry_name}' pretrains none, so they cannot be paired (its model release "
+                         "is its trained server's, which membership attacks).")
 
 
 def span_kinds(task_cls: type) -> tuple[str, ...]:
@@ -464,6 +480,10 @@ class Truth:
     records: list | None = None
     # for a predictions release: each private attribute's true value per release row (attribute inference)
     attributes: dict[str, np.ndarray] | None = None
+    # for a trained server's model release: whether each candidate row is a member of its training data, and whether
+    # each canary of a one-run audit was included in the audit's training run
+    members: np.ndarray | None = None
+    canaries: np.ndarray | None = None
 
 
 class Attack:

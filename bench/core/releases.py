@@ -162,16 +162,57 @@ class ModelRelease:
     base: str = ""
 
 
-# The payload of each kind: ``Release.data``. Text and token embeddings: a list with one entry per row (a tuple of
-# two for a pair): WordPiece ids, words joined by spaces, or token vectors; sentence embeddings: one ``(n, d)`` array.
-PAYLOADS: dict[ReleaseKind, type] = {
+@dataclass
+class ServerModel:
+    """The ``data`` of a ``model`` release of a trained sentence server: query access to it, and what a membership
+    adversary holds besides (Carlini et al. 2022's game).
+
+    Attributes:
+        candidates: the candidate examples' texts, row ``i`` = ``Release.owners[i]``: members (training examples of
+            the server) and non-members (held-out examples of the same distribution) in a seeded random order; which
+            is which only the engine knows.
+        labels: the candidates' labels (the adversary holds each candidate example whole).
+        num_labels: the classes the server's model answers over.
+        public: labelled examples of the task's distribution that no private split holds, ``(texts, labels)``: the
+            adversary's shadow training data.
+        train_size: the examples the server trained on (shadows train on as many).
+        query: ``(texts, labels, rng) -> (logits (u, num_labels), unit labels (u,), owners (u,))``: the deployed
+            pipeline on plaintext ``texts``, the client's part first (the query as a client sends it, its randomness
+            from ``rng``), then the server. A unit is what the server predicts: a sentence of a classifier (``owners``
+            = 0..n-1), a released token of a tagger (its tag aligned by the task; ``owners``: the text it is from).
+        shadow: ``(texts, labels, seed) -> query``: the server's training algorithm, the client's part included,
+            rerun on the given examples with the adversary's own randomness and secrets; returns that shadow's
+            deployed pipeline in the form of ``query``.
+        weights: the server's trained head (a ``torch.nn.Module``): the released weights.
+        query_form: what a query sends, in words (a record note).
+        audit: ``(texts, labels) -> query``: the training run once more, by the engine, on the server's training data
+            and each of the given canaries with probability 1/2 (Steinke et al. 2023's one-run audit); which canaries
+            were included only the engine knows. None where no audit is offered.
+    """
+
+    candidates: tuple
+    labels: np.ndarray
+    num_labels: int
+    public: tuple[tuple, np.ndarray]
+    train_size: int
+    query: Callable[[list, np.ndarray, np.random.Generator], tuple[np.ndarray, np.ndarray, np.ndarray]]
+    shadow: Callable[[list, np.ndarray, int], Callable]
+    weights: Any = None
+    query_form: str = ""
+    audit: Callable[[list, np.ndarray], Callable] | None = None
+
+
+# The payload of each kind: ``Release.data`` (a tuple: any of its types). Text and token embeddings: a list with one
+# entry per row (a tuple of two for a pair): WordPiece ids, words joined by spaces, or token vectors; sentence
+# embeddings: one ``(n, d)`` array.
+PAYLOADS: dict[ReleaseKind, type | tuple[type, ...]] = {
     ReleaseKind.TEXT: list,
     ReleaseKind.REWRITTEN_TEXT: list,
     ReleaseKind.TOKEN_EMBEDDINGS: list,
     ReleaseKind.SENTENCE_EMBEDDINGS: np.ndarray,
     ReleaseKind.GRADIENTS: GradientRelease,
     ReleaseKind.PREDICTIONS: PredictionAccess,
-    ReleaseKind.MODEL: ModelRelease,
+    ReleaseKind.MODEL: (ModelRelease, ServerModel),  # an MLM's weights (pretraining), or a trained server
 }
 
 TextRelease = Release[list]  # text or rewritten text
@@ -180,3 +221,4 @@ SentenceRelease = Release[np.ndarray]  # sentence embeddings
 GradientsRelease = Release[GradientRelease]
 PredictionsRelease = Release[PredictionAccess]
 WeightsRelease = Release[ModelRelease]
+ServerRelease = Release[ServerModel]

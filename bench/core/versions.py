@@ -7,7 +7,7 @@ import functools
 import inspect
 import json
 
-from bench.core.components import SpanDefense, TokenDefense
+from bench.core.components import RepresentationDefense, SpanDefense, TokenDefense
 from bench.core.errors import BenchError
 from bench.core.public import IdentityTokens
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
@@ -28,10 +28,13 @@ def rewrites_text(defense_cls: type) -> bool:
 
 def released_kinds(defense_cls: type) -> tuple[ReleaseKind, ...]:
     """The release kinds a defense can yield: its own, and for a text defense also the predictions of a prediction
-    API whose victim trained on its release (it acts there as a data defense)."""
+    API whose victim trained on its release (it acts there as a data defense); for a text or representation defense
+    also the model of the server trained on its release (membership inference attacks it)."""
     kinds = tuple(defense_cls.releases)
     if issubclass(defense_cls, TokenDefense) and ReleaseKind.PREDICTIONS not in kinds:
         kinds += (ReleaseKind.PREDICTIONS,)
+    if issubclass(defense_cls, (TokenDefense, RepresentationDefense)) and ReleaseKind.MODEL not in kinds:
+        kinds += (ReleaseKind.MODEL,)
     return kinds
 
 
@@ -40,8 +43,11 @@ def compatible_kind(defense_cls: type, attack_cls: type, task_cls: type | None =
     pretrains on the client's data, a text defense's release is the pretrained model's weights; a text defense
     also guards a prediction API's training data (its release kinds include predictions)."""
     pretraining = task_cls is not None and "pretraining" in task_cls.protocols
-    produced_kinds = (ReleaseKind.MODEL,) if pretraining and rewrites_text(defense_cls) else \
-        released_kinds(defense_cls)
+    if pretraining:  # the pretrained MLM's weights, for text a client can pretrain on; no server trains otherwise
+        produced_kinds = (ReleaseKind.MODEL,) if rewrites_text(defense_cls) else \
+            tuple(kind for kind in released_kinds(defense_cls) if kind is not ReleaseKind.MODEL)
+    else:
+        produced_kinds = released_kinds(defense_cls)
     for kind in produced_kinds:
         if kind in attack_cls.accepts:
             return kind

@@ -42,7 +42,7 @@ from bench.core.errors import BenchError
 from bench.core.metrics import PROBE_PREFIX
 from bench.core.params import build_component
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
-from bench.core.releases import GradientRelease, ModelRelease, PredictionAccess, Release, ReleaseKind
+from bench.core.releases import GradientRelease, ModelRelease, PredictionAccess, Release, ReleaseKind, ServerModel
 from bench.core.spec import RunSpec
 from bench.core.versions import compatible_kind, component_versions
 from bench.engine.cell import cell_context
@@ -120,7 +120,7 @@ def target(spec: RunSpec) -> Target | None:
     task_cls, defense_cls, attack_cls = TASKS.get(spec.task), DEFENSES.get(spec.defense), ATTACKS.get(spec.attack)
     kind = compatible_kind(defense_cls, attack_cls, task_cls)
     protocol = choose_path(defense_cls, task_cls.protocols, kind).name
-    if protocol not in STORED_PATHS:
+    if protocol not in STORED_PATHS or kind is ReleaseKind.MODEL:  # a trained server's model: its training
         return None
     needs_spans = bool(getattr(attack_cls, "needs_spans", False))
     task_version, defense_version, _ = component_versions(spec).split(" ")
@@ -417,6 +417,9 @@ def _canonical_data(data: Any) -> Any:
                 **({"client": dict(data.client.state_dict())} if data.client is not None else {})}
     if isinstance(data, ModelRelease):
         return dataclasses.replace(data, path=_folder_digest(data.path), base=Path(data.base).name)
+    if isinstance(data, ServerModel):  # the trained weights, the candidates and the public pool
+        return {"weights": dict(data.weights.state_dict()), "candidates": data.candidates, "labels": data.labels,
+                "public": data.public, "train_size": data.train_size}
     if isinstance(data, PredictionAccess):
         return {f.name: getattr(data, f.name) for f in dataclasses.fields(data) if f.name not in ("answer", "answered")}
     return data

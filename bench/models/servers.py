@@ -116,6 +116,17 @@ class SentenceServer(Server):
         """Class ids (or regression values) for released evaluation items."""
         return self._predict(self.encoder.encode(released))
 
+    def logits(self, features) -> np.ndarray:
+        """The head's outputs ``(n, num_labels)`` for features (encoded releases or hidden representations)."""
+        import torch
+
+        with torch.inference_mode():
+            return self.head(torch.as_tensor(features, dtype=torch.float32).cpu()).numpy()
+
+    def unit_logits(self, released, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(logits, labels, owners)`` of released items: one unit per item (``bench.core.releases.ServerModel``)."""
+        return self.logits(self.encoder.encode(released)), np.asarray(labels), np.arange(len(released))
+
     def fit_hidden(self, batches: HiddenBatches):
         """Train the head (and, fine-tuning, the shared encoder) on the client's hidden batches."""
         import torch
@@ -182,6 +193,21 @@ class TaggingServer(Server):
                 optimizer.step()
         self.head = head.eval()
         self.probe = fit_probe(features, targets, self.num_tags)
+
+    def unit_logits(self, released, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(logits, tags, owners)``: one unit per released token with its tag (``labels``: one tag array per
+        sentence, aligned with the released tokens), owned by its sentence (``bench.core.releases.ServerModel``)."""
+        import torch
+
+        states, features = self._features(released)
+        lengths = [min(len(s), len(tag)) for s, tag in zip(states, labels)]
+        starts = np.cumsum([0] + [len(s) for s in states])
+        keep = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, lengths)] + [np.zeros(0, int)])
+        tags = np.concatenate([np.asarray(tag, dtype=np.int64)[:n] for tag, n in zip(labels, lengths)]
+                              + [np.zeros(0, np.int64)])
+        with torch.inference_mode():
+            logits = self.head(torch.from_numpy(features[keep])).numpy()
+        return logits, tags, np.repeat(np.arange(len(states)), lengths)
 
     def predict_tokens(self, released):
         """One array of predicted tags per released sentence (the probe's are kept in ``probe_predictions``)."""

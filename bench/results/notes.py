@@ -127,6 +127,13 @@ _SCHEMA: list[Note] = [
             ("inversion_mechanism", str, "embedding-inversion: the public mechanism as the adversary ran it on its "
                                          "public sentences"),
             ("matched_gradients", str, "gradient-matching: the gradients matched (client layer and head, or head)")),
+    *_notes("attack", ("tokens", "representations"),
+            ("membership_query", str, "membership: what a query to the deployed service sends"),
+            ("membership_candidates", int, "membership: candidates scored, half of them the server's training data"),
+            ("membership_delta", float, "membership: the δ of its empirical ε lower bound"),
+            ("membership_shadows", int, "membership: shadow models trained (LiRA)"),
+            ("membership_setting", str, "membership: the method and where it departs from the paper"),
+            ("membership_canaries", int, "membership: canaries of the one-run audit (its one extra training run)")),
     *_notes("attack", ("pretraining",),
             ("a_at_100_names", int, "name-generation: distinct names the generated samples reached"),
             ("a_at_100_samples", int, "name-generation: samples drawn to reach them"),

@@ -60,7 +60,7 @@ def model_only_plugin(tmp_path):
         "from dataclasses import dataclass\n"
         "from bench import Attack, Metric, ReleaseKind, register_attack\n"
         "@register_attack()\n@dataclass\nclass ModelOnly(Attack):\n"
-        "    accepts = (ReleaseKind.MODEL,)\n"
+        "    accepts = (ReleaseKind.PREDICTIONS,)\n"  # which texthide never releases (it releases a model)
         "    metrics = (Metric('names', True, 'names extracted'),)\n"
     )
     return path
@@ -104,7 +104,8 @@ def test_bad_input_exits_2_with_one_sentence(tiny_data, results, case, args, mes
 def test_incompatible_pair_exits_2(tiny_data, results, model_only_plugin):
     result = invoke("run", "--defense", "texthide", "--attack", "model_only", "--plugin", model_only_plugin, *MOCK)
     assert result.exit_code == 2
-    assert "releases sentence_embeddings, gradients" in result.stderr and "accepts model" in result.stderr
+    assert "releases sentence_embeddings, gradients, model" in result.stderr
+    assert "accepts predictions" in result.stderr
     assert files_under(results) == []
 
 
@@ -158,10 +159,11 @@ def test_list_gives_a_defense_the_kinds_pairing_gives_it():
         if len(cells) >= 4:  # a row of the table, or the wrapped continuation of one
             name = cells[1] or name
             kinds[name] = " ".join(filter(None, [kinds.get(name, ""), cells[2]]))
-    assert kinds["santext"] == "text + predictions (a prediction API's training data)"
-    assert kinds["ndd"] == "rewritten_text + predictions (a prediction API's training data) on pretraining tasks: " \
-                           "model only"
-    assert kinds["texthide"] == "sentence_embeddings, gradients"
+    server = "+ model (a trained server's model)"
+    assert kinds["santext"] == f"text + predictions (a prediction API's training data) {server}"
+    assert kinds["ndd"] == f"rewritten_text + predictions (a prediction API's training data) {server} on " \
+                           "pretraining tasks: model only"
+    assert kinds["texthide"] == f"sentence_embeddings, gradients {server}"
 
 
 def test_check_shortens_pretraining_unless_its_steps_are_chosen(monkeypatch, tiny_data):

@@ -21,11 +21,15 @@ def test_every_path_declares_its_family_kinds_payloads_hooks_and_output():
     assert set(PATHS) == set(PATH_HOOKS)  # the names tasks declare in `protocols`
     for name, path in PATHS.items():
         assert path.name == name and path.families and path.kinds
-        assert all(PAYLOADS[kind] is payload for kind, payload in path.yields.items())
+        assert all(payload in (p if isinstance(p := PAYLOADS[kind], tuple) else (p,))
+                   for kind, payload in path.yields.items())
         assert path.hooks is PATH_HOOKS[name]
         assert issubclass(path.output, CellOutput)
     every = [kind for path in PATHS.values() for kind in path.kinds]
-    assert sorted(every) == sorted(ReleaseKind)  # each kind comes from one path
+    assert set(every) == set(ReleaseKind)  # each kind comes from a path
+    # only the model release comes from several: a pretrained MLM's weights, or a trained server's model
+    assert sorted(kind for kind in every if kind is not ReleaseKind.MODEL) == \
+        sorted(kind for kind in ReleaseKind if kind is not ReleaseKind.MODEL)
 
 
 def test_the_task_base_keeps_only_what_every_task_has():
@@ -88,6 +92,8 @@ def test_a_hook_declared_without_its_interface_is_refused():
     ("sst2", "none", ReleaseKind.SENTENCE_EMBEDDINGS, "representations"),
     ("conll2003", "ndd", ReleaseKind.REWRITTEN_TEXT, "tokens"),
     ("clinical-deid", "ndd", ReleaseKind.MODEL, "pretraining"),
+    ("sst2", "texthide", ReleaseKind.MODEL, "representations"),  # the trained server's model
+    ("sst2", "dchi-token", ReleaseKind.MODEL, "tokens"),
     ("clinical-deid", "none", None, "pretraining"),
     ("trustpilot", "softening", ReleaseKind.PREDICTIONS, "api"),
     ("trustpilot", "dchi-text", ReleaseKind.PREDICTIONS, "api"),

@@ -10,10 +10,12 @@ from rich.table import Table
 
 from bench.cli.common import PluginOption, load_plugins, out, user_errors
 from bench.core.components import span_kinds
-from bench.core.params import describe_parameters
+from bench.core.errors import BenchError
+from bench.core.params import build_component, describe_parameters
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.core.releases import ReleaseKind
-from bench.core.versions import released_kinds, rewrites_text
+from bench.core.versions import compatible_kind, released_kinds, rewrites_text
+from bench.engine.paths import choose_path
 from bench.models.encoders import ENCODER_NAMES
 
 
@@ -48,14 +50,39 @@ def list_components(plugin: Optional[List[Path]] = PluginOption) -> None:
     pairs = Table(title="compatible defense / attack pairs", title_justify="left")
     pairs.add_column("defense")
     pairs.add_column("attacks")
-    on_weights = [a for a in ATTACKS.names() if ReleaseKind.MODEL in ATTACKS.get(a).accepts]
     for name in DEFENSES.names():
-        releases = released_kinds(DEFENSES.get(name))  # text defenses also guard a prediction API's training data
-        ok = [a for a in ATTACKS.names() if any(k in ATTACKS.get(a).accepts for k in releases)]
-        if on_weights and rewrites_text(DEFENSES.get(name)):  # the weights a pretraining task releases
+        ok, on_weights = [], []
+        for attack in ATTACKS.names():
+            tasks = pairing_tasks(DEFENSES.get(name), ATTACKS.get(attack))
+            if any("pretraining" not in TASKS.get(t).protocols for t in tasks):
+                ok.append(attack)
+            elif tasks:  # only the weights a pretraining task releases
+                on_weights.append(attack)
+        if on_weights:
             ok.append(f"({', '.join(on_weights)} on pretraining tasks)")
         pairs.add_row(escape(name), escape(", ".join(ok) or "-"))
     out.print(pairs)
+
+
+def pairing_tasks(defense_cls: type, attack_cls: type) -> list[str]:
+    """The tasks on which a defense and an attack pair: a kind in common, the attack's checks of the task and a
+    path that yields the kind (what ``make_spec`` checks, without parameters)."""
+    try:
+        attack = build_component(attack_cls, {})
+    except BenchError:
+        attack = None
+    found = []
+    for task in TASKS.names():
+        task_cls = TASKS.get(task)
+        try:
+            kind = compatible_kind(defense_cls, attack_cls, task_cls)
+            if attack is not None:
+                attack.check_task(task_cls)
+            choose_path(defense_cls, task_cls.protocols, kind)
+        except BenchError:
+            continue
+        found.append(task)
+    return found
 
 
 def _task_settings(cls: type) -> str:
@@ -85,7 +112,8 @@ def _task_settings(cls: type) -> str:
 def _defense_kinds(cls: type) -> str:
     """A defense's release kinds as pairing sees them: its own, then those it yields through another protocol."""
     own = ", ".join(str(k) for k in cls.releases)
-    extra = [f"{k} (a prediction API's training data)" for k in released_kinds(cls) if k not in cls.releases]
+    why = {ReleaseKind.PREDICTIONS: "a prediction API's training data", ReleaseKind.MODEL: "a trained server's model"}
+    extra = [f"{k} ({why.get(k, 'another protocol')})" for k in released_kinds(cls) if k not in cls.releases]
     lines = [own, *(f"+ {e}" for e in extra)]
     if rewrites_text(cls):
         lines.append(f"on pretraining tasks: {ReleaseKind.MODEL} only")

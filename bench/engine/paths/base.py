@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from bench.core.components import Defense, Task, Truth
 from bench.core.examples import TaskData
@@ -57,13 +57,22 @@ class CellOutput:
     # the task's metrics of the deterministic probe on the server's frozen features (bench.models.probe), by the
     # task's metric names; empty where no probe applies (fine-tuning, other task families)
     probe: dict[str, float] = field(default_factory=dict)
+    # releases built only when an attack takes them: kind -> () -> Release (the trained server's model release)
+    deferred: dict[ReleaseKind, Callable[[], Release]] = field(default_factory=dict)
+    # the deployed pipeline, (plaintext texts, rng) -> the server's logits (bench.engine.membership); None: no server
+    query: Callable | None = None
+    membership: Truth | None = None  # the candidates of a model release and which are members (engine-only)
 
     def release(self, kind: ReleaseKind) -> Release:
-        """The release of ``kind``."""
+        """The release of ``kind``, building a deferred one on first use."""
+        if kind not in self.releases and kind in self.deferred:
+            self.releases[kind] = self.deferred.pop(kind)()
         return self.releases[kind]
 
     def truth(self, release: Release, data: TaskData) -> Truth:
         """The truth behind ``release``: the texts and labels of the examples it was made from."""
+        if release.split == "membership":
+            return self.membership
         owned = getattr(data, release.split)  # the split the release was made from (train, eval, attribute_eval)
         return Truth([owned.texts[i] for i in release.owners], owned.labels[release.owners], data.index_corpus()[1])
 

@@ -19,8 +19,9 @@ import numpy as np
 from bench.core.components import RepresentationDefense, Task
 from bench.core.errors import BenchError
 from bench.core.registry import TASKS
-from bench.core.releases import GradientRelease, Release, ReleaseKind
+from bench.core.releases import GradientRelease, Release, ReleaseKind, ServerModel
 from bench.core.spec import INFERENCE, TRAINING
+from bench.engine.membership import defer_model_release
 from bench.engine.paths.base import CellContext, CellOutput, ReleasePath, probe_scores
 from bench.models.generators import torch_generator
 from bench.models.servers import HiddenBatches
@@ -47,7 +48,8 @@ class RepresentationsPath(ReleasePath):
 
     name = "representations"
     families = (RepresentationDefense,)
-    yields = {ReleaseKind.SENTENCE_EMBEDDINGS: np.ndarray, ReleaseKind.GRADIENTS: GradientRelease}
+    yields = {ReleaseKind.SENTENCE_EMBEDDINGS: np.ndarray, ReleaseKind.GRADIENTS: GradientRelease,
+              ReleaseKind.MODEL: ServerModel}
     traffics = {ReleaseKind.SENTENCE_EMBEDDINGS: (TRAINING, INFERENCE)}  # client updates are training traffic only
     hooks = Task
     output = RepresentationOutput
@@ -178,8 +180,18 @@ def run_representations(defense: RepresentationDefense, context: CellContext, se
     def gradients() -> Release:
         return gradient_release(defense, mechanism, x_eval, torch.from_numpy(y_eval), config, seed)
 
-    return RepresentationOutput(utility, {ReleaseKind.SENTENCE_EMBEDDINGS: release}, notes, encoder, probe=probe,
-                                deferred={ReleaseKind.GRADIENTS: gradients})
+    output = RepresentationOutput(utility, {ReleaseKind.SENTENCE_EMBEDDINGS: release}, notes, encoder, probe=probe,
+                                  deferred={ReleaseKind.GRADIENTS: gradients})
+    if not context.client_only and hasattr(server, "logits"):  # a sentence server: its model is a release too
+        def query(texts: list, labels, rng: np.random.Generator):
+            """The deployed pipeline: the client encodes the query and hides it as it does its evaluation data."""
+            generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+            hidden = defense.hide_inference(torch.from_numpy(encoder.encode(list(texts))), generator)
+            return server.logits(hidden), np.asarray(labels), np.arange(len(texts))
+
+        output.query = query
+        defer_model_release(output, RepresentationsPath(), defense, context, server, mechanism)
+    return output
 
 
 def release_like_training(defense: RepresentationDefense, reps, targets, batch_size: int, generator):

@@ -24,9 +24,10 @@ from bench.core.errors import BenchError
 from bench.core.examples import TaskData, flatten_segments
 from bench.core.params import component_args
 from bench.core.registry import ATTACKS
-from bench.core.releases import Release, ReleaseKind
+from bench.core.releases import Release, ReleaseKind, ServerModel
 from bench.core.seeding import numpy_generator
 from bench.core.spec import RunSpec
+from bench.engine.membership import defer_model_release
 from bench.engine.paths.base import CellContext, CellOutput, ReleasePath, probe_scores
 from bench.engine.spans import locate_slots, non_overlapping_spans, public_span_rows, rewrite_split, span_prior
 from bench.models.adaptation import adapt_encoder
@@ -53,7 +54,8 @@ class TokensPath(ReleasePath):
 
     name = "tokens"
     families = (TokenDefense,)
-    yields = {ReleaseKind.TEXT: list, ReleaseKind.TOKEN_EMBEDDINGS: list, ReleaseKind.REWRITTEN_TEXT: list}
+    yields = {ReleaseKind.TEXT: list, ReleaseKind.TOKEN_EMBEDDINGS: list, ReleaseKind.REWRITTEN_TEXT: list,
+              ReleaseKind.MODEL: ServerModel}
     hooks = TokenTask
     output = TokenOutput
 
@@ -143,7 +145,22 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> TokenOutp
                                             server.encoder.tokenizer, server.encoder.max_length)
             release.span_public = public_span_rows(regroup_eval(eval_ids), eval_texts, public_spans,
                                                    server.encoder.tokenizer, server.encoder.max_length)
-    return TokenOutput(utility, {kind: release}, notes, server.encoder, probe=probe, truth_spans=truth_spans)
+    output = TokenOutput(utility, {kind: release}, notes, server.encoder, probe=probe, truth_spans=truth_spans)
+    if not context.client_only and hasattr(server, "unit_logits"):  # the trained server's model is a release too
+        def query(texts: list, labels, rng: np.random.Generator):
+            """The deployed pipeline: the client privatizes the query as it does its evaluation data."""
+            if isinstance(defense, SpanDefense) and not original_eval:
+                raise BenchError(f"a query to a server of task '{spec.task}' would need the client's span rewrite, "
+                                 "which membership inference does not run; use a task that evaluates on original "
+                                 "text (conll2003).")
+            segments, regroup = flatten_segments(list(texts))
+            ids = space.client_ids(segments, rng)
+            released = regroup(space.render(eval_mechanism.privatize(ids, space, rng)))
+            return server.unit_logits(released, task.token_labels(list(texts), labels, server.encoder))
+
+        output.query = query
+        defer_model_release(output, TokensPath(), defense, context, server, public_token_mechanism(defense))
+    return output
 
 
 def _attack_reads_spans(spec: RunSpec) -> bool:
