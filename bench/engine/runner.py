@@ -134,7 +134,7 @@ def make_spec(
     check_precision(precision)
 
     check_encoder(encoder)  # its configuration resolves (no weights load; a hub id fails fast without the hub)
-    return RunSpec(
+    spec = RunSpec(
         task=task,
         defense=defense,
         attack=attack,
@@ -152,6 +152,8 @@ def make_spec(
         seed=seed,
         smoke=smoke,
     )
+    options.check_private_training(spec, path.name, defense_obj)  # DP-SGD: the server trains by it
+    return spec
 
 
 def _check_release_once(defense: str, defense_obj, mode: str) -> None:

@@ -48,6 +48,8 @@ class Server:
     # client protocols it can train from, in order of preference: "representations" (hidden sentence
     # representations sent batch by batch) and "tokens" (released token ids or vectors it encodes itself)
     protocols: ClassVar[tuple[str, ...]] = ()
+    # whether its model can train by DP-SGD (``bench.models.dp_sgd``; the engine sets ``privacy`` then)
+    trains_privately: ClassVar[bool] = False
 
     def fit_tokens(self, released: list, labels: Any) -> None:
         """Train on released token ids / vectors (one item per example; pairs as tuples)."""
@@ -69,14 +71,17 @@ class Server:
 @dataclass
 class SentenceServer(Server):
     """Sentence(-pair) classifier or regressor: the server's encoder (frozen and cached, fine-tuned, or the
-    BiLSTM) and an MLP head (``bench.models.training``)."""
+    BiLSTM) and an MLP head (``bench.models.training``). With ``privacy`` set the frozen head trains by DP-SGD
+    (``bench.models.dp_sgd``); the trained server is the same object either way."""
 
     protocols: ClassVar[tuple[str, ...]] = ("representations", "tokens")
+    trains_privately: ClassVar[bool] = True
 
     num_labels: int
     config: TrainingConfig
     seed: int
     encoder: Encoder | None = None  # the server's encoder for token releases (set by the engine)
+    privacy: Any = None  # DP-SGD for the head (bench.models.dp_sgd.DPSGD; set by the engine), or None
     head: Any = field(default=None, init=False)
     # the deterministic convex probe on the frozen features (bench.models.probe; frozen mode only) and its
     # predictions for the items last predicted (None where no probe was fitted)
@@ -92,15 +97,22 @@ class SentenceServer(Server):
         unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the release is already private)
         if self.config.mode == "frozen":
             features = self.encoder.encode(released)
-            self.head = train_head(features, targets, unchanged, self.config, self.seed)
+            self.head = train_head(features, targets, unchanged, self.config, self.seed, privacy=self.privacy)
             self.fit_probe(features, targets)
         else:
+            self._no_private_finetuning()
             self.encoder.model.get_input_embeddings().weight.requires_grad_(False)  # the client's side
             self.head = finetune(self.encoder, released, targets, unchanged, self.config, self.seed)
 
+    def _no_private_finetuning(self) -> None:
+        if self.privacy is not None:
+            raise BenchError("DP-SGD trains the frozen head here: fine-tuning under DP-SGD is not implemented.")
+
     def fit_probe(self, features: np.ndarray, targets: np.ndarray) -> None:
-        """Fit the deterministic probe on frozen training features and their (one-hot, mixed or real) targets."""
-        self.probe = fit_probe(features, targets, self.num_labels)
+        """Fit the deterministic probe on frozen training features and their (one-hot, mixed or real) targets; none
+        beside a DP-SGD head (the probe is not private, and its utility would be read as the private server's)."""
+        private = self.privacy is not None and self.privacy.private
+        self.probe = None if private else fit_probe(features, targets, self.num_labels)
 
     def _predict(self, features) -> np.ndarray:
         """The head's predictions; the probe's are kept in ``probe_predictions``."""
@@ -123,13 +135,14 @@ class SentenceServer(Server):
 
         clients = len(batches.shards)
         if batches.finetuning:
+            self._no_private_finetuning()
             description = f"fine-tuning ({batches.size} examples)"
             optimizer = torch.optim.AdamW
         else:
             description = f"training head ({batches.size} examples, {clients} client{'s' * (clients > 1)})"
             optimizer = torch.optim.Adam
         head = train_loop(batches.shards, batches.dim, batches.num_outputs, self.config, self.seed, description,
-                          batches.batch, optimizer, batches.trainable, batches.device)
+                          batches.batch, optimizer, batches.trainable, batches.device, privacy=self.privacy)
         self.head = head.cpu() if batches.finetuning else head
 
     def predict_hidden(self, representations):
