@@ -23,6 +23,7 @@ the same target needs less noise; ``dp_accountant=rdp`` gives the bound most pap
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -117,6 +118,9 @@ class DPSGD:
                                              generator=torch_generator(seed, "dp-lots"))
         sizes = []
         model.train()
+        # the head's first layer takes inputs that need no gradient; torch warns that its full backward hook fires
+        # on the layer's outputs, which is all Opacus needs of it
+        warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
         for _ in progress(range(config.epochs)):
             for lot in lots:
                 optimizer.zero_grad()
