@@ -31,6 +31,7 @@ import numpy as np
 
 from bench.core.errors import BenchError
 from bench.models.generators import torch_generator
+from bench.models.training import loss_fn
 
 DP_NOTES = ("dp_epsilon", "dp_epsilon_spent", "dp_delta", "dp_accountant", "dp_clip", "dp_noise_multiplier",
             "dp_sample_rate", "dp_steps", "dp_sampling")  # what a run records (``DPSGD.facts``)
@@ -100,8 +101,6 @@ class DPSGD:
         from opacus.optimizers import DPOptimizer
         from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
-        from bench.models.training import loss_fn
-
         rounds = -(-n // config.batch_size)  # the non-private server's steps per epoch
         sample_rate = min(1.0, config.batch_size / n)
         steps = config.epochs * rounds
@@ -116,26 +115,34 @@ class DPSGD:
         schedule = schedule_for(optimizer, rounds)
         lots = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, steps=rounds,
                                              generator=torch_generator(seed, "dp-lots"))
-        sizes = []
         model.train()
-        # the head's first layer takes inputs that need no gradient; torch warns that its full backward hook fires
-        # on the layer's outputs, which is all Opacus needs of it
-        warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
-        for _ in progress(range(config.epochs)):
-            for lot in lots:
-                optimizer.zero_grad()
-                if lot:
-                    x, y = batch(torch.as_tensor(lot, dtype=torch.long))
-                    loss_fn(model(x), y, regression).backward()
-                else:  # an empty lot: no gradient, the step still adds noise and counts
-                    for p in model.parameters():
-                        p.grad_sample = p.new_zeros((0, *p.shape))
-                optimizer.step()
-                schedule.step()
-                sizes.append(len(lot))
+        with warnings.catch_warnings():
+            # the head's first layer takes inputs that need no gradient; torch warns that its full backward hook
+            # fires on the layer's outputs, which is all Opacus needs of it
+            warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+            sizes = []
+            for _ in progress(range(config.epochs)):
+                for lot in lots:
+                    sizes.append(_step(model, optimizer, lot, batch, regression))
+                    schedule.step()
         self.facts = {"dp_epsilon": self.epsilon, "dp_epsilon_spent": float(ledger.get_epsilon(delta=delta)),
                       "dp_delta": delta, "dp_accountant": self.accountant, "dp_clip": self.clip,
                       "dp_noise_multiplier": sigma, "dp_sample_rate": sample_rate, "dp_steps": len(sizes),
                       "dp_sampling": f"Poisson (mean lot {float(np.mean(sizes)):.1f} of expected "
-                                     f"{sample_rate * n:.1f})"}
+                                     f"{sample_rate * n:.1f}; {sizes.count(0)} empty)"}
         return model.to_standard_module().eval()
+
+
+def _step(model, optimizer, lot: list[int], batch: Callable, regression: bool) -> int:
+    """One DP-SGD step on a Poisson lot (per-example gradients, clipped, summed, noised); returns the lot's size."""
+    import torch
+
+    optimizer.zero_grad()
+    if lot:
+        x, y = batch(torch.as_tensor(lot, dtype=torch.long))
+        loss_fn(model(x), y, regression).backward()
+    else:  # an empty lot: no gradient, the step still adds noise and is accounted
+        for p in model.parameters():
+            p.grad_sample = p.new_zeros((0, *p.shape))
+    optimizer.step()
+    return len(lot)
