@@ -178,3 +178,15 @@ def test_bad_privacy_options_exit_2_with_one_sentence(tiny_data, results, args, 
 def test_a_target_no_noise_can_meet_is_refused():
     with pytest.raises(BenchError, match="raise dp_epsilon"):
         noise_multiplier(1e-9, 1e-5, 1.0, 10**6, "rdp")
+
+
+def test_a_grid_sweeps_epsilon_through_its_servers(tiny_data, tmp_path):
+    from bench.engine.grid import load_grid
+
+    grid = tmp_path / "dp.yaml"
+    grid.write_text("tasks: [sst2]\nencoders: [mock]\ndefenses: [none]\n"
+                    "servers: [{}, {dp_epsilon: 1}, {dp_epsilon: .inf, dp_accountant: rdp}]\n"
+                    "settings: {n_train: 16, n_eval: 8}\n")
+    plain, one, infinite = load_grid(grid)
+    assert plain.server is None and one.server.dp_epsilon == 1.0 and one.server.dp_accountant == "prv"
+    assert infinite.server.dp_epsilon == math.inf and len({s.config_hash() for s in (plain, one, infinite)}) == 3
