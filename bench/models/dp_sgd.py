@@ -31,7 +31,6 @@ import numpy as np
 
 from bench.core.errors import BenchError
 from bench.models.generators import torch_generator
-from bench.models.training import loss_fn
 
 DP_NOTES = ("dp_epsilon", "dp_epsilon_spent", "dp_delta", "dp_accountant", "dp_clip", "dp_noise_multiplier",
             "dp_sample_rate", "dp_steps", "dp_sampling")  # what a run records (``DPSGD.facts``)
@@ -89,12 +88,15 @@ class DPSGD:
                       "dp_sample_rate": 0.0, "dp_steps": steps,
                       "dp_sampling": "shuffled batches (epsilon = inf: the non-private server)"}
 
-    def train(self, head, n: int, batch: Callable, config, seed: int, regression: bool, optimizer_cls, schedule_for,
-              progress=iter):
-        """Train ``head`` by DP-SGD on ``n`` examples; ``batch(idx) -> (x, y)`` gives a lot's released inputs.
+    def train(self, head, n: int, batch: Callable, config, seed: int, regression: bool, optimizer_cls,
+              schedule_for=None, progress=iter):
+        """Train ``head`` by DP-SGD on ``n`` examples; ``batch(idx) -> (x, y)`` gives a lot's released inputs, one row
+        per example, or ``(x, y, owner)`` with several rows per example (a tagged sentence's tokens: row i belongs
+        to the lot's example ``owner[i]``, whose loss is the mean over its rows, and whose gradient is clipped whole).
 
-        ``schedule_for(optimizer, rounds)`` is the server's learning-rate schedule; ``progress(iterable)`` reports
-        epochs. Returns the trained head, unwrapped (a plain module), and fills ``facts``."""
+        ``schedule_for(optimizer, rounds)`` is the server's learning-rate schedule (None: a constant rate);
+        ``progress(iterable)`` reports epochs. Returns the trained head, unwrapped (a plain module), and fills
+        ``facts``."""
         import torch
         from opacus import GradSampleModule
         from opacus.accountants import create_accountant
@@ -106,13 +108,13 @@ class DPSGD:
         steps = config.epochs * rounds
         delta = self.delta_for(n)
         sigma = noise_multiplier(self.epsilon, delta, sample_rate, steps, self.accountant)
-        model = GradSampleModule(head, batch_first=True, loss_reduction="mean")
+        model = GradSampleModule(head, batch_first=True, loss_reduction="sum")  # per-row gradients, unscaled
         optimizer = DPOptimizer(optimizer_cls(model.parameters(), lr=config.lr), noise_multiplier=sigma,
                                 max_grad_norm=self.clip, expected_batch_size=max(1, int(sample_rate * n)),
                                 loss_reduction="mean", generator=torch_generator(seed, "dp-noise"))
         ledger = create_accountant(mechanism=self.accountant)
         optimizer.attach_step_hook(ledger.get_optimizer_hook_fn(sample_rate=sample_rate))
-        schedule = schedule_for(optimizer, rounds)
+        schedule = schedule_for(optimizer, rounds) if schedule_for is not None else None
         lots = UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, steps=rounds,
                                              generator=torch_generator(seed, "dp-lots"))
         model.train()
@@ -124,7 +126,8 @@ class DPSGD:
             for _ in progress(range(config.epochs)):
                 for lot in lots:
                     sizes.append(_step(model, optimizer, lot, batch, regression))
-                    schedule.step()
+                    if schedule is not None:
+                        schedule.step()
         self.facts = {"dp_epsilon": self.epsilon, "dp_epsilon_spent": float(ledger.get_epsilon(delta=delta)),
                       "dp_delta": delta, "dp_accountant": self.accountant, "dp_clip": self.clip,
                       "dp_noise_multiplier": sigma, "dp_sample_rate": sample_rate, "dp_steps": len(sizes),
@@ -138,11 +141,30 @@ def _step(model, optimizer, lot: list[int], batch: Callable, regression: bool) -
     import torch
 
     optimizer.zero_grad()
-    if lot:
-        x, y = batch(torch.as_tensor(lot, dtype=torch.long))
-        loss_fn(model(x), y, regression).backward()
-    else:  # an empty lot: no gradient, the step still adds noise and is accounted
+    x, y, *owner = batch(torch.as_tensor(lot, dtype=torch.long)) if lot else (None, None)
+    if x is not None and len(x):
+        if not owner:  # one row per example: its loss is its row's
+            _row_losses(model(x), y, regression).sum().backward()
+        else:  # an example's loss is the mean of its rows'; its rows' gradients are summed into one, then clipped
+            owner = torch.as_tensor(owner[0], dtype=torch.long)
+            rows = torch.bincount(owner, minlength=len(lot)).clamp(min=1).to(x.dtype)
+            (_row_losses(model(x), y, regression) / rows[owner]).sum().backward()
+            for p in model.parameters():
+                if p.requires_grad:
+                    per_row = p.grad_sample
+                    p.grad_sample = per_row.new_zeros((len(lot), *per_row.shape[1:])).index_add_(0, owner, per_row)
+    else:  # an empty lot (or one of examples without rows): no gradient; the step still adds noise, and counts
         for p in model.parameters():
             p.grad_sample = p.new_zeros((0, *p.shape))
     optimizer.step()
     return len(lot)
+
+
+def _row_losses(outputs, targets, regression: bool):
+    """The per-row terms whose mean is ``bench.models.training.loss_fn``: squared error, or soft-label
+    cross-entropy."""
+    import torch.nn.functional as F
+
+    if regression:
+        return (outputs[:, 0] - targets[:, 0]) ** 2
+    return -(targets * F.log_softmax(outputs, dim=-1)).sum(dim=1)

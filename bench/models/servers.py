@@ -154,14 +154,18 @@ class SentenceServer(Server):
 class TaggingServer(Server):
     """Token tagger: the server's frozen encoder gives each released token a representation, and an MLP head
     (``bench.models.training.make_head``) tags it. Labels are one tag per released token (the task aligns
-    them with the public token space); only the token protocol applies (a tag needs its token)."""
+    them with the public token space); only the token protocol applies (a tag needs its token). With ``privacy``
+    set the head trains by DP-SGD with a sentence as the privacy unit (``bench.models.dp_sgd``): a lot holds
+    ``batch_size`` sentences, where a plain batch holds ``batch_size`` tokens."""
 
     protocols: ClassVar[tuple[str, ...]] = ("tokens",)
+    trains_privately: ClassVar[bool] = True
 
     num_tags: int
     config: TrainingConfig  # epochs, lr, batch_size, head_layers, activation, dropout
     seed: int
     encoder: Encoder | None = None
+    privacy: Any = None  # DP-SGD for the head (bench.models.dp_sgd.DPSGD; set by the engine), or None
     head: Any = field(default=None, init=False)
     # the deterministic convex probe on the same token features (bench.models.probe) and its tags for the sentences
     # last predicted, one array per sentence as predict_tokens returns them
@@ -182,6 +186,9 @@ class TaggingServer(Server):
         tags = np.concatenate([np.asarray(tag, dtype=np.int64)[: len(s)] for tag, s in zip(labels, states)])
         targets = targets_for(tags, self.num_tags)  # one-hot, shared by the head and the probe
         x, y = torch.from_numpy(features), torch.from_numpy(targets)
+        if self.privacy is not None and self.privacy.private:
+            self._fit_privately(states, x, y)
+            return
         head = initial_head(features.shape[1], self.num_tags, self.config, self.seed).train()
         optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr, foreach=True)
         order_generator = torch.Generator().manual_seed(self.seed)
@@ -195,6 +202,25 @@ class TaggingServer(Server):
                 optimizer.step()
         self.head = head.eval()
         self.probe = fit_probe(features, targets, self.num_tags)
+        if self.privacy is not None:  # epsilon = inf: the plain tagger, its facts recorded
+            self.privacy.record_plain(len(states), self.config.epochs * -(-len(x) // self.config.batch_size))
+
+    def _fit_privately(self, states: list[np.ndarray], x, y) -> None:
+        """DP-SGD with a sentence as the unit: Poisson lots of sentences, each sentence's gradient (the mean of its
+        tokens' losses) clipped whole. No probe beside a private head."""
+        import torch
+
+        bounds = np.concatenate([[0], np.cumsum([len(s) for s in states])]).astype(np.int64)
+
+        def batch(idx):
+            rows = [np.arange(bounds[i], bounds[i + 1]) for i in idx.tolist()]
+            owner = np.concatenate([np.full(len(r), k) for k, r in enumerate(rows)])
+            return x[torch.from_numpy(np.concatenate(rows))], y[torch.from_numpy(np.concatenate(rows))], owner
+
+        with torch.random.fork_rng():  # the same seeded initial head as the plain tagger's
+            head = initial_head(x.shape[1], self.num_tags, self.config, self.seed)
+            self.head = self.privacy.train(head, len(states), batch, self.config, self.seed, False, torch.optim.Adam)
+        self.probe = None
 
     def predict_tokens(self, released):
         """One array of predicted tags per released sentence (the probe's are kept in ``probe_predictions``)."""

@@ -14,7 +14,7 @@ from bench.cli.main import app
 from bench.core.errors import BenchError
 from bench.engine.runner import make_spec, run_cell
 from bench.models.dp_sgd import DPSGD, noise_multiplier, spent_epsilon
-from bench.models.servers import HiddenBatches, SentenceServer
+from bench.models.servers import HiddenBatches, SentenceServer, TaggingServer
 from bench.models.training import TrainingConfig, cosine_schedule, make_head, targets_for, train_head
 from tests.conftest import files_under
 
@@ -160,7 +160,8 @@ def test_adaptation_and_dp_sgd_combine(tiny_data):
         (["--server-args", "dp_clip=2"], "need dp_epsilon="),
         (["--server-args", "dp_epsilon=nan"], "must be a finite number"),
         (["--task", "clinical-deid", "--server-args", "dp_epsilon=1"], "no server trains on its release"),
-        (["--task", "conll2003", "--server-args", "dp_epsilon=1"], "does not train by DP-SGD here"),
+        (["--task", "ptb", "--server-args", "dp_epsilon=1"], "does not train by DP-SGD here"),
+        (["--task", "squad", "--server-args", "dp_epsilon=1"], "does not train by DP-SGD here"),
         (["--task", "blog", "--defense", "softening", "--server-args", "dp_epsilon=1"],
          "does not train by DP-SGD here"),
         (["--server-args", "dp_epsilon=1", "--mode", "finetune"], "run it with --mode frozen"),
@@ -190,3 +191,66 @@ def test_a_grid_sweeps_epsilon_through_its_servers(tiny_data, tmp_path):
     plain, one, infinite = load_grid(grid)
     assert plain.server is None and one.server.dp_epsilon == 1.0 and one.server.dp_accountant == "prv"
     assert infinite.server.dp_epsilon == math.inf and len({s.config_hash() for s in (plain, one, infinite)}) == 3
+
+
+def _grouped_step(sentences: list[np.ndarray], tags: list[np.ndarray]) -> torch.Tensor:
+    """The change of a linear tagger's weights after one full-lot DP-SGD step on these sentences (lr 1)."""
+    x = torch.from_numpy(np.concatenate(sentences))
+    y = torch.from_numpy(targets_for(np.concatenate(tags), 2))
+    bounds = np.cumsum([0] + [len(s) for s in sentences])
+
+    def batch(idx):
+        rows = np.concatenate([np.arange(bounds[i], bounds[i + 1]) for i in idx.tolist()])
+        owner = np.concatenate([np.full(bounds[i + 1] - bounds[i], k) for k, i in enumerate(idx.tolist())])
+        return x[rows], y[rows], owner
+
+    head = _linear_head()
+    before = torch.cat([p.detach().clone().ravel() for p in head.parameters()])
+    head = DPSGD(50.0, 1e-5, clip=1.0, accountant="rdp").train(head, len(sentences), batch, CONFIG, 0, False,
+                                                                torch.optim.SGD)
+    return torch.cat([p.detach().ravel() for p in head.parameters()]) - before
+
+
+def test_a_sentence_is_clipped_whole_however_many_tokens_it_has():
+    rng = np.random.default_rng(2)
+    sentences = [rng.normal(size=(3, 5)).astype(np.float32) for _ in range(8)]
+    tags = [(s[:, 0] > 0).astype(int) for s in sentences]
+    long = list(sentences)
+    long[0] = np.repeat(rng.normal(size=(1, 5)).astype(np.float32) * 1e5, 60, axis=0)  # 60 huge tokens
+    with torch.no_grad():
+        wrong = 1 - int(_linear_head()(torch.from_numpy(long[0][:1])).argmax())
+    long_tags = list(tags)
+    long_tags[0] = np.full(60, wrong)
+    change = (_grouped_step(long, long_tags) - _grouped_step(sentences, tags)).norm()
+    assert 1e-3 < change <= 2 * 1.0 / 8 + 1e-5  # one sentence, all its tokens: at most 2 C over the lot of 8
+
+
+class _TokenFeatures:
+    """An encoder stand-in: each released sentence is already its token features."""
+
+    dim = 6
+
+    def token_states(self, released):
+        return [np.asarray(r, dtype=np.float32) for r in released]
+
+
+def _tagger(privacy):
+    rng = np.random.default_rng(4)
+    released = [rng.normal(size=(int(rng.integers(1, 6)), 6)) for _ in range(40)]
+    tags = [(r[:, 0] > 0).astype(int) for r in released]
+    server = TaggingServer(2, TrainingConfig(epochs=3, batch_size=8), 0, _TokenFeatures(), privacy=privacy)
+    server.fit_tokens(released, tags)
+    return server, server.predict_tokens(released)
+
+
+def test_the_tagger_trains_by_dp_sgd_per_sentence_and_infinite_epsilon_is_the_plain_tagger():
+    plain, plain_tags = _tagger(None)
+    infinite, infinite_tags = _tagger(DPSGD(math.inf))
+    for (name, a), (_, b) in zip(plain.head.state_dict().items(), infinite.head.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert all(np.array_equal(a, b) for a, b in zip(plain_tags, infinite_tags))
+    private, _ = _tagger(DPSGD(2.0, accountant="rdp"))
+    facts = private.privacy.facts
+    assert facts["dp_steps"] == 3 * math.ceil(40 / 8) and facts["dp_sample_rate"] == pytest.approx(8 / 40)
+    assert facts["dp_delta"] == pytest.approx(1 / 40) and facts["dp_epsilon_spent"] <= 2.0
+    assert private.probe is None and not torch.equal(private.head[-1].weight, plain.head[-1].weight)
