@@ -254,3 +254,12 @@ def test_the_tagger_trains_by_dp_sgd_per_sentence_and_infinite_epsilon_is_the_pl
     assert facts["dp_steps"] == 3 * math.ceil(40 / 8) and facts["dp_sample_rate"] == pytest.approx(8 / 40)
     assert facts["dp_delta"] == pytest.approx(1 / 40) and facts["dp_epsilon_spent"] <= 2.0
     assert private.probe is None and not torch.equal(private.head[-1].weight, plain.head[-1].weight)
+
+
+def test_the_board_labels_a_dp_cell_by_what_it_changed():
+    from bench.results.leaderboard import format_args, server_changes
+
+    assert format_args(server_changes({"dp_epsilon": 8.0, "dp_delta": None, "dp_clip": 1.0,
+                                       "dp_accountant": "prv"})) == "dp_epsilon=8.0"
+    assert format_args(server_changes({"dp_epsilon": 1.0, "dp_delta": None, "dp_clip": 0.5,
+                                       "dp_accountant": "rdp"})) == "dp_epsilon=1.0,dp_clip=0.5,dp_accountant=rdp"
