@@ -97,6 +97,9 @@ class ServerOptions(PrivateTraining, Pretraining, Adaptation):
                 f"'{spec.task}'s server ({type(server).__name__}, on the {path} path) does not train by DP-SGD here.")
         require(spec.training.mode == "frozen",
                 "DP-SGD trains the server's head on frozen features here: run it with --mode frozen.")
+        if path == "api":
+            require(defense.distillation() is None,
+                    f"defense '{spec.defense}' trains the victim by its own distillation loop, not by DP-SGD.")
         if path == "representations":
             require(defense.client_count() == 1, f"DP-SGD trains one client's head here; defense '{spec.defense}' "
                                                  f"has {defense.client_count()} federated clients.")

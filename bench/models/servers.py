@@ -240,14 +240,17 @@ class TaggingServer(Server):
 class PredictionServer(Server):
     """A prediction API's victim (``bench.models.api``): the server's frozen encoder and an MLP head trained on the
     released training data (text, or token ids a data defense released); it answers with logits that the
-    engine passes through the output defense."""
+    engine passes through the output defense. With ``privacy`` set the victim's head trains by DP-SGD
+    (``bench.models.dp_sgd``), so the API answers from a private model."""
 
     protocols: ClassVar[tuple[str, ...]] = ("api",)
+    trains_privately: ClassVar[bool] = True
 
     num_labels: int
     config: TrainingConfig
     seed: int
     encoder: Encoder | None = None  # set by the engine
+    privacy: Any = None  # DP-SGD for the victim's head (bench.models.dp_sgd.DPSGD; set by the engine), or None
     head: Any = field(default=None, init=False)
     facts: dict = field(default_factory=dict, init=False)
 
@@ -256,7 +259,7 @@ class PredictionServer(Server):
         if self.config.mode != "frozen":
             raise BenchError("a prediction API's victim trains on frozen features here: use --mode frozen.")
         self.head, self.facts = train_victim(self.encoder.encode(released), np.asarray(labels), self.num_labels,
-                                             self.config, self.seed, objective)
+                                             self.config, self.seed, objective, self.privacy)
 
     def logits(self, items: list) -> np.ndarray:
         """The victim's logits for items (raw texts at query time)."""

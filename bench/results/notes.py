@@ -156,7 +156,7 @@ _SCHEMA: list[Note] = [
             ("adaptation_mlm_top1_after", float, "the same after adaptation"),
             ("adaptation_sequences_per_s", float, "adaptation speed on this machine"),
             ("adaptation_privatize_share", float, "share of adaptation time spent privatizing the public text")),
-    *_notes("dp", ("tokens", "representations"),
+    *_notes("dp", ("tokens", "representations", "api"),
             ("dp_epsilon", float, "the target epsilon of the whole training (inf: the non-private server)"),
             ("dp_epsilon_spent", float, "epsilon the accountant reports for the steps taken, at dp_delta"),
             ("dp_delta", float, "delta (given, or 1 / training examples)"),

@@ -14,7 +14,7 @@ from bench.cli.main import app
 from bench.core.errors import BenchError
 from bench.engine.runner import make_spec, run_cell
 from bench.models.dp_sgd import DPSGD, noise_multiplier, spent_epsilon
-from bench.models.servers import HiddenBatches, SentenceServer, TaggingServer
+from bench.models.servers import HiddenBatches, PredictionServer, SentenceServer, TaggingServer
 from bench.models.training import TrainingConfig, cosine_schedule, make_head, targets_for, train_head
 from tests.conftest import files_under
 
@@ -162,8 +162,8 @@ def test_adaptation_and_dp_sgd_combine(tiny_data):
         (["--task", "clinical-deid", "--server-args", "dp_epsilon=1"], "no server trains on its release"),
         (["--task", "ptb", "--server-args", "dp_epsilon=1"], "does not train by DP-SGD here"),
         (["--task", "squad", "--server-args", "dp_epsilon=1"], "does not train by DP-SGD here"),
-        (["--task", "blog", "--defense", "softening", "--server-args", "dp_epsilon=1"],
-         "does not train by DP-SGD here"),
+        (["--task", "blog", "--defense", "nasty-teacher", "--server-args", "dp_epsilon=1"],
+         "its own distillation loop, not by DP-SGD"),
         (["--server-args", "dp_epsilon=1", "--mode", "finetune"], "run it with --mode frozen"),
         (["--defense", "texthide", "--server-args", "dp_epsilon=1"], "DP-SGD does not apply to it"),
     ],
@@ -263,3 +263,26 @@ def test_the_board_labels_a_dp_cell_by_what_it_changed():
                                        "dp_accountant": "prv"})) == "dp_epsilon=8.0"
     assert format_args(server_changes({"dp_epsilon": 1.0, "dp_delta": None, "dp_clip": 0.5,
                                        "dp_accountant": "rdp"})) == "dp_epsilon=1.0,dp_clip=0.5,dp_accountant=rdp"
+
+
+class _Features:
+    """An encoder stand-in: each item is already its feature vector."""
+
+    def encode(self, items):
+        return np.asarray(items, dtype=np.float32)
+
+
+def test_a_prediction_api_answers_from_a_victim_trained_by_dp_sgd():
+    rng = np.random.default_rng(5)
+    features = rng.normal(size=(60, 6)).astype(np.float32)
+    labels = (features[:, 0] > 0).astype(int)
+    config = TrainingConfig(epochs=3, batch_size=8)
+    plain = PredictionServer(2, config, 0, _Features())
+    plain.fit_released(list(features), labels)
+    infinite = PredictionServer(2, config, 0, _Features(), privacy=DPSGD(math.inf))
+    infinite.fit_released(list(features), labels)
+    assert np.array_equal(plain.logits(list(features)), infinite.logits(list(features)))
+    private = PredictionServer(2, config, 0, _Features(), privacy=DPSGD(2.0, accountant="rdp"))
+    private.fit_released(list(features), labels)
+    assert private.privacy.facts["dp_steps"] == 3 * math.ceil(60 / 8)
+    assert not np.array_equal(plain.logits(list(features)), private.logits(list(features)))
