@@ -12,8 +12,9 @@ row of Li et al. Table 7).
 
 DP-SGD (Abadi et al. 2016, ``bench.models.dp_sgd``) is another: the server trains its head with per-example
 clipping, Poisson sampling and noise calibrated to a target (epsilon, delta) (``--server-args dp_epsilon=8``, with
-``dp_delta``, ``dp_clip`` and ``dp_accountant``). It applies to the servers that train by gradient descent on the
-releases and declare it (``Server.trains_privately``); ``make_spec`` refuses the others.
+``dp_delta``, ``dp_clip`` and ``dp_accountant``). It applies to the servers that train a head on frozen features and
+declare it (``Server.trains_privately``: sentence servers, taggers, a prediction API's victim); ``make_spec`` refuses
+the others, and settings where one clipped row is not one example.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ on that noisy mean: what it does with it is post-processing. Opacus computes the
 target (epsilon, delta), found by the library's accountant (``get_noise_multiplier``); the same accountant, fed every
 step taken, reports the epsilon spent. No accounting is written here.
 
-The privacy unit is one training example (one released item the server trains on). delta defaults to 1/n.
+The privacy unit is one training example: one released item the server trains on, or a tagged sentence whose
+tokens' gradients are summed and clipped together. delta defaults to 1/n.
 epsilon = inf is the non-private server itself: no clipping, no noise, the shuffled batches of
 ``bench.models.training.train_loop``, so its model is the plain server's, bit for bit.
 
