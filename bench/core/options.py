@@ -2,16 +2,18 @@
 
 They sit on the ground floor because a ``RunSpec`` holds them. The engine resolves them (``make_spec``) and checks
 the names they hold (``bench.engine.server_options``); the models read them (``bench.models.training``).
-A spec's server settings are one of three: none, privacy-adaptive pretraining (``Adaptation``), or the further
-pretraining of a pretraining task (``Pretraining``).
+A spec's server settings are one of: none, privacy-adaptive pretraining (``Adaptation``), DP-SGD training of the
+server's head (``PrivateTraining``), both (``AdaptedPrivateTraining``), or the further pretraining of a pretraining
+task (``Pretraining``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
-from bench.core.params import component_args, require, within
+from bench.core.params import allows_infinity, component_args, require, within
 
 MODES = ("frozen", "finetune")  # frozen: cached features, head only; finetune: the encoder trains too
 ACTIVATIONS = ("relu", "tanh")
@@ -77,8 +79,45 @@ class Pretraining:
                 f"{self.utility_n_eval}.")
 
 
-ServerSettings = Union[Adaptation, Pretraining, None]  # what a spec records of the server beyond its head
+DP_ACCOUNTANTS = ("prv", "rdp")  # Opacus' accountants (bench.models.dp_sgd)
+
+
+@dataclass(frozen=True)
+class PrivateTraining:
+    """DP-SGD (Abadi et al. 2016, ``bench.models.dp_sgd``): the server trains its head with per-example clipping,
+    Poisson sampling and Gaussian noise calibrated to a target (epsilon, delta) by Opacus' accountant."""
+
+    dp_epsilon: float | None = allows_infinity(None)  # DP-SGD's target epsilon over training; inf: non-private
+
+    dp_delta: float | None = None  # its target delta; empty = 1 / (training examples)
+    dp_clip: float = within(1.0, "(0, 1e6]")  # per-example gradient clipping norm (L2)
+    dp_accountant: str = "prv"  # Opacus accountant that finds the noise and reports epsilon: prv or rdp
+
+    def __post_init__(self) -> None:
+        epsilon, delta = self.dp_epsilon, self.dp_delta
+        require(epsilon is None or epsilon > 0, f"dp_epsilon must be positive (inf: no privacy), got {epsilon}.")
+        require(delta is None or (math.isfinite(delta) and 0 < delta < 1),
+                f"dp_delta must lie strictly between 0 and 1, got {delta}.")
+        require(math.isfinite(self.dp_clip) and self.dp_clip > 0,
+                f"dp_clip must be a positive finite norm, got {self.dp_clip}.")
+        require(self.dp_accountant in DP_ACCOUNTANTS,
+                f"dp_accountant must be {' or '.join(DP_ACCOUNTANTS)}, got '{self.dp_accountant}'.")
+
+
+@dataclass(frozen=True)
+class AdaptedPrivateTraining(Adaptation, PrivateTraining):
+    """Privacy-adaptive pretraining of the server's encoder, then DP-SGD training of its head."""
+
+    def __post_init__(self) -> None:
+        Adaptation.__post_init__(self)
+        PrivateTraining.__post_init__(self)
+
+
+ServerSettings = Union[Adaptation, Pretraining, PrivateTraining, AdaptedPrivateTraining, None]  # what a spec
+# records of the server beyond its head
 PRETRAINING_PREFIXES = ("pretrain_", "utility_")  # the option names of Pretraining
+DP_PREFIX = "dp_"  # the option names of PrivateTraining
+SETTINGS = (Adaptation, Pretraining, PrivateTraining, AdaptedPrivateTraining)
 
 
 def training_from(value: TrainingConfig | Mapping[str, Any]) -> TrainingConfig:
@@ -86,16 +125,23 @@ def training_from(value: TrainingConfig | Mapping[str, Any]) -> TrainingConfig:
     return value if type(value) is TrainingConfig else TrainingConfig(**value)
 
 
-def server_from(value: Adaptation | Pretraining | Mapping[str, Any] | None) -> ServerSettings:
+def server_from(value: ServerSettings | Mapping[str, Any]) -> ServerSettings:
     """A spec's server settings, typed: a stored dictionary is none (empty), a pretraining task's (its keys start
-    ``pretrain_`` or ``utility_``) or privacy-adaptive pretraining."""
-    if value is None or type(value) in (Adaptation, Pretraining):
+    ``pretrain_`` or ``utility_``), DP-SGD (keys ``dp_``), privacy-adaptive pretraining, or the last two."""
+    if value is None or type(value) in SETTINGS:
         return value
     if not isinstance(value, Mapping):
-        raise TypeError(f"server settings must be Adaptation, Pretraining, a mapping or None, got {type(value)}")
+        raise TypeError(f"server settings must be Adaptation, Pretraining, PrivateTraining, a mapping or None, got "
+                        f"{type(value)}")
     if not value:
         return None
-    cls = Pretraining if any(k.startswith(PRETRAINING_PREFIXES) for k in value) else Adaptation
+    private = any(k.startswith(DP_PREFIX) for k in value)
+    if any(k.startswith(PRETRAINING_PREFIXES) for k in value):
+        cls = Pretraining
+    elif private:
+        cls = AdaptedPrivateTraining if any(k.startswith("adapt") for k in value) else PrivateTraining
+    else:
+        cls = Adaptation
     return cls(**value)
 
 

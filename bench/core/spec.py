@@ -84,7 +84,7 @@ class RunSpec:
         """Short human-readable description."""
         args = ",".join(f"{k}={v}" for k, v in self.defense_args.items())
         defense = f"{self.defense}({args})" if args else self.defense
-        server = ",".join(f"{k}={v}" for k, v in server_args(self.server).items() if k in ("adapt", "pretrain_steps"))
+        server = ",".join(f"{k}={v}" for k, v in server_args(self.server).items() if k in ("adapt", "pretrain_steps", "dp_epsilon"))
         defense = f"{defense} + server({server})" if server else defense
         precision = "" if self.precision == "fp32" else f" / {self.precision}"
         smoke = " / smoke budget" if self.smoke else ""

@@ -28,4 +28,11 @@ def cell_context(spec: RunSpec, client_only: bool = False):
 def run_defense(spec: RunSpec):
     """The client and server part of a cell: ``(context, output, attacked kind, release path)``."""
     context, defense, wanted, path = cell_context(spec)
-    return context, path.run(defense, context, context.task.server(spec, context.training)), wanted, path
+    server = context.task.server(spec, context.training)
+    private = context.options.private_training()
+    if private is not None:
+        server.privacy = private  # DP-SGD: the server's head trains by it (checked by make_spec)
+    output = path.run(defense, context, server)
+    if private is not None and not context.client_only:
+        output.notes.update(private.facts)  # epsilon target and spent, delta, accountant, clip, noise, rate, steps
+    return context, output, wanted, path

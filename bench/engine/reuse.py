@@ -48,12 +48,13 @@ from bench.core.versions import compatible_kind, component_versions
 from bench.engine.cell import cell_context
 from bench.engine.paths import ReleasePath, choose_path
 from bench.engine.paths.tokens import TokenOutput, adapted_encoder, public_token_mechanism
+from bench.models.dp_sgd import DP_NOTES
 from bench.models.training import initial_client_layer, initial_head
 from bench.results.release_store import FORMAT, CorruptEntry, ReleaseStore, pack, unpack
 from bench.results.store import ResultStore
 
 STORED_PATHS = ("tokens", "representations")  # whose releases never depend on a frozen server's training
-SERVER_NOTES = ("probe", "probe_iterations")  # the notes these paths' server part writes (of the probe)
+SERVER_NOTES = ("probe", "probe_iterations", *DP_NOTES)  # the notes these paths' server part writes (probe, DP-SGD)
 
 
 # -- where reuse is on ------------------------------------------------------------------------------------------

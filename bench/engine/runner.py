@@ -138,7 +138,7 @@ def make_spec(
     check_precision(precision)
 
     check_encoder(encoder)  # its configuration resolves (no weights load; a hub id fails fast without the hub)
-    return RunSpec(
+    spec = RunSpec(
         task=task,
         defense=defense,
         attack=attack,
@@ -157,6 +157,8 @@ def make_spec(
         smoke=smoke,
         traffic=traffic,
     )
+    options.check_private_training(spec, path.name, defense_obj)  # DP-SGD: the server trains by it
+    return spec
 
 
 def check_traffic(traffic: str, defense: str, path, wanted: ReleaseKind | None) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from bench.core.errors import BenchError
+from bench.core.params import require
 from bench.models.generators import torch_generator
 from bench.models.training import cosine_schedule, initial_head, targets_for, train_head
 from bench.privacy.outputs import softmax
@@ -46,13 +47,17 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def train_victim(features: np.ndarray, labels: np.ndarray, num_labels: int, config, seed: int, objective=None):
-    """The victim head: plain cross-entropy, or the self-undermining objective ``objective``
-    (``bench.privacy.public.SelfUndermining``) against a plainly trained head. Returns ``(head, facts)``."""
+def train_victim(features: np.ndarray, labels: np.ndarray, num_labels: int, config, seed: int, objective=None,
+                 privacy=None):
+    """The victim head: plain cross-entropy (by DP-SGD with ``privacy``, ``bench.models.dp_sgd.DPSGD``), or the
+    self-undermining objective ``objective`` (``bench.privacy.public.SelfUndermining``) against a plainly trained
+    head. Returns ``(head, facts)``."""
+    require(objective is None or privacy is None,
+            "a self-undermining victim trains by its own distillation loop, not by DP-SGD.")
     targets = targets_for(labels, num_labels)
     unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the server's own data)
     with one_thread():
-        plain = train_head(features, targets, unchanged, config, seed)
+        plain = train_head(features, targets, unchanged, config, seed, privacy=privacy)
         if objective is None:
             return plain, {}
         return nasty_head(features, targets, plain, objective.tau, objective.omega, config, seed)

@@ -48,6 +48,8 @@ class Server:
     # client protocols it can train from, in order of preference: "representations" (hidden sentence
     # representations sent batch by batch) and "tokens" (released token ids or vectors it encodes itself)
     protocols: ClassVar[tuple[str, ...]] = ()
+    # whether its model can train by DP-SGD (``bench.models.dp_sgd``; the engine sets ``privacy`` then)
+    trains_privately: ClassVar[bool] = False
 
     def fit_tokens(self, released: list, labels: Any) -> None:
         """Train on released token ids / vectors (one item per example; pairs as tuples)."""
@@ -69,14 +71,17 @@ class Server:
 @dataclass
 class SentenceServer(Server):
     """Sentence(-pair) classifier or regressor: the server's encoder (frozen and cached, fine-tuned, or the
-    BiLSTM) and an MLP head (``bench.models.training``)."""
+    BiLSTM) and an MLP head (``bench.models.training``). With ``privacy`` set the frozen head trains by DP-SGD
+    (``bench.models.dp_sgd``); the trained server is the same object either way."""
 
     protocols: ClassVar[tuple[str, ...]] = ("representations", "tokens")
+    trains_privately: ClassVar[bool] = True
 
     num_labels: int
     config: TrainingConfig
     seed: int
     encoder: Encoder | None = None  # the server's encoder for token releases (set by the engine)
+    privacy: Any = None  # DP-SGD for the head (bench.models.dp_sgd.DPSGD; set by the engine), or None
     head: Any = field(default=None, init=False)
     # the deterministic convex probe on the frozen features (bench.models.probe; frozen mode only) and its
     # predictions for the items last predicted (None where no probe was fitted)
@@ -92,15 +97,22 @@ class SentenceServer(Server):
         unchanged = lambda x, y, generator: (x, y)  # noqa: E731  (the release is already private)
         if self.config.mode == "frozen":
             features = self.encoder.encode(released)
-            self.head = train_head(features, targets, unchanged, self.config, self.seed)
+            self.head = train_head(features, targets, unchanged, self.config, self.seed, privacy=self.privacy)
             self.fit_probe(features, targets)
         else:
+            self._no_private_finetuning()
             self.encoder.model.get_input_embeddings().weight.requires_grad_(False)  # the client's side
             self.head = finetune(self.encoder, released, targets, unchanged, self.config, self.seed)
 
+    def _no_private_finetuning(self) -> None:
+        if self.privacy is not None:
+            raise BenchError("DP-SGD trains the frozen head here: fine-tuning under DP-SGD is not implemented.")
+
     def fit_probe(self, features: np.ndarray, targets: np.ndarray) -> None:
-        """Fit the deterministic probe on frozen training features and their (one-hot, mixed or real) targets."""
-        self.probe = fit_probe(features, targets, self.num_labels)
+        """Fit the deterministic probe on frozen training features and their (one-hot, mixed or real) targets; none
+        beside a DP-SGD head (the probe is not private, and its utility would be read as the private server's)."""
+        private = self.privacy is not None and self.privacy.private
+        self.probe = None if private else fit_probe(features, targets, self.num_labels)
 
     def _predict(self, features) -> np.ndarray:
         """The head's predictions; the probe's are kept in ``probe_predictions``."""
@@ -134,13 +146,14 @@ class SentenceServer(Server):
 
         clients = len(batches.shards)
         if batches.finetuning:
+            self._no_private_finetuning()
             description = f"fine-tuning ({batches.size} examples)"
             optimizer = torch.optim.AdamW
         else:
             description = f"training head ({batches.size} examples, {clients} client{'s' * (clients > 1)})"
             optimizer = torch.optim.Adam
         head = train_loop(batches.shards, batches.dim, batches.num_outputs, self.config, self.seed, description,
-                          batches.batch, optimizer, batches.trainable, batches.device)
+                          batches.batch, optimizer, batches.trainable, batches.device, privacy=self.privacy)
         self.head = head.cpu() if batches.finetuning else head
 
     def predict_hidden(self, representations):
@@ -152,14 +165,18 @@ class SentenceServer(Server):
 class TaggingServer(Server):
     """Token tagger: the server's frozen encoder gives each released token a representation, and an MLP head
     (``bench.models.training.make_head``) tags it. Labels are one tag per released token (the task aligns
-    them with the public token space); only the token protocol applies (a tag needs its token)."""
+    them with the public token space); only the token protocol applies (a tag needs its token). With ``privacy``
+    set the head trains by DP-SGD with a sentence as the privacy unit (``bench.models.dp_sgd``): a lot holds
+    ``batch_size`` sentences, where a plain batch holds ``batch_size`` tokens."""
 
     protocols: ClassVar[tuple[str, ...]] = ("tokens",)
+    trains_privately: ClassVar[bool] = True
 
     num_tags: int
     config: TrainingConfig  # epochs, lr, batch_size, head_layers, activation, dropout
     seed: int
     encoder: Encoder | None = None
+    privacy: Any = None  # DP-SGD for the head (bench.models.dp_sgd.DPSGD; set by the engine), or None
     head: Any = field(default=None, init=False)
     # the deterministic convex probe on the same token features (bench.models.probe) and its tags for the sentences
     # last predicted, one array per sentence as predict_tokens returns them
@@ -180,6 +197,9 @@ class TaggingServer(Server):
         tags = np.concatenate([np.asarray(tag, dtype=np.int64)[: len(s)] for tag, s in zip(labels, states)])
         targets = targets_for(tags, self.num_tags)  # one-hot, shared by the head and the probe
         x, y = torch.from_numpy(features), torch.from_numpy(targets)
+        if self.privacy is not None and self.privacy.private:
+            self._fit_privately(states, x, y)
+            return
         head = initial_head(features.shape[1], self.num_tags, self.config, self.seed).train()
         optimizer = torch.optim.Adam(head.parameters(), lr=self.config.lr, foreach=True)
         order_generator = torch.Generator().manual_seed(self.seed)
@@ -193,6 +213,25 @@ class TaggingServer(Server):
                 optimizer.step()
         self.head = head.eval()
         self.probe = fit_probe(features, targets, self.num_tags)
+        if self.privacy is not None:  # epsilon = inf: the plain tagger, its facts recorded
+            self.privacy.record_plain(len(states), self.config.epochs * -(-len(x) // self.config.batch_size))
+
+    def _fit_privately(self, states: list[np.ndarray], x, y) -> None:
+        """DP-SGD with a sentence as the unit: Poisson lots of sentences, each sentence's gradient (the mean of its
+        tokens' losses) clipped whole. No probe beside a private head."""
+        import torch
+
+        bounds = np.concatenate([[0], np.cumsum([len(s) for s in states])]).astype(np.int64)
+
+        def batch(idx):
+            rows = [np.arange(bounds[i], bounds[i + 1]) for i in idx.tolist()]
+            owner = np.concatenate([np.full(len(r), k) for k, r in enumerate(rows)])
+            return x[torch.from_numpy(np.concatenate(rows))], y[torch.from_numpy(np.concatenate(rows))], owner
+
+        with torch.random.fork_rng():  # the same seeded initial head as the plain tagger's
+            head = initial_head(x.shape[1], self.num_tags, self.config, self.seed)
+            self.head = self.privacy.train(head, len(states), batch, self.config, self.seed, False, torch.optim.Adam)
+        self.probe = None
 
     def unit_logits(self, released, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(logits, tags, owners)``: one unit per released token with its tag (``labels``: one tag array per
@@ -227,14 +266,17 @@ class TaggingServer(Server):
 class PredictionServer(Server):
     """A prediction API's victim (``bench.models.api``): the server's frozen encoder and an MLP head trained on the
     released training data (text, or token ids a data defense released); it answers with logits that the
-    engine passes through the output defense."""
+    engine passes through the output defense. With ``privacy`` set the victim's head trains by DP-SGD
+    (``bench.models.dp_sgd``), so the API answers from a private model."""
 
     protocols: ClassVar[tuple[str, ...]] = ("api",)
+    trains_privately: ClassVar[bool] = True
 
     num_labels: int
     config: TrainingConfig
     seed: int
     encoder: Encoder | None = None  # set by the engine
+    privacy: Any = None  # DP-SGD for the victim's head (bench.models.dp_sgd.DPSGD; set by the engine), or None
     head: Any = field(default=None, init=False)
     facts: dict = field(default_factory=dict, init=False)
 
@@ -243,7 +285,7 @@ class PredictionServer(Server):
         if self.config.mode != "frozen":
             raise BenchError("a prediction API's victim trains on frozen features here: use --mode frozen.")
         self.head, self.facts = train_victim(self.encoder.encode(released), np.asarray(labels), self.num_labels,
-                                             self.config, self.seed, objective)
+                                             self.config, self.seed, objective, self.privacy)
 
     def logits(self, items: list) -> np.ndarray:
         """The victim's logits for items (raw texts at query time)."""

@@ -112,13 +112,16 @@ def _stream_name(base: str, client: int) -> str:
 
 
 def train_loop(
-    shards, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu"
+    shards, dim, num_outputs, config, seed, description, batch, optimizer_cls, extra_params=(), device="cpu",
+    privacy=None,
 ):
     """Seeded rounds over client shards; ``batch(idx, client, generator) -> (x, y)`` hides one client's batch.
 
     Each round every client takes its next batch from its own shuffled shard and computes the loss on
     it; the server averages the clients' losses (so their gradients, as FedSGD) and takes one step.
-    With a single shard holding every example this is ordinary minibatch training.
+    With a single shard holding every example this is ordinary minibatch training. ``privacy``
+    (``bench.models.dp_sgd.DPSGD``) with a finite epsilon trains the head by DP-SGD instead (one client,
+    the head alone); with epsilon = inf the loop below runs as it is and only its facts are recorded.
     """
     import torch
 
@@ -128,6 +131,17 @@ def train_loop(
     order_generators = [torch_generator(seed, _stream_name("server-batches", c)) for c in range(len(shards))]
     clients = [torch_generator(seed, _stream_name("client-hide", c)) for c in range(len(shards))]  # secret
     rounds = max(-(-len(shard) // config.batch_size) for shard in shards)
+    if privacy is not None and privacy.private:
+        require(len(shards) == 1 and not list(extra_params),
+                "DP-SGD trains one client's head here (no federated clients, no fine-tuned encoder).")
+        with torch.random.fork_rng():
+            head = _seeded_head(dim, num_outputs, config, seed, device)
+            return privacy.train(head, len(shards[0]), lambda idx: batch(shards[0][idx], 0, clients[0]), config,
+                                 seed, regression, optimizer_cls, lambda opt, r: cosine_schedule(opt, config, r),
+                                 lambda epochs: track(epochs, description + " by DP-SGD", config.epochs,
+                                                      unit="epochs"))
+    if privacy is not None:
+        privacy.record_plain(sum(len(shard) for shard in shards), config.epochs * rounds)
     with torch.random.fork_rng():
         head = _seeded_head(dim, num_outputs, config, seed, device)
         # foreach: on CPU torch defaults to one call per parameter and operation; the foreach path does the same
@@ -169,11 +183,12 @@ def train_head(
     config: TrainingConfig,
     seed: int,
     shards: Sequence[np.ndarray] | None = None,
+    privacy=None,
 ):
     """Train an MLP head on ``transform``-ed batches of cached features; returns the head.
 
     ``shards`` (index arrays, one per federated client, each with its own transform) turn this into
-    a FedSGD simulation; by default one client holds every example.
+    a FedSGD simulation; by default one client holds every example. ``privacy``: DP-SGD (``train_loop``).
     """
     import torch
 
@@ -184,7 +199,7 @@ def train_head(
         shards, features.shape[1], targets.shape[1], config, seed,
         f"training head ({len(features)} examples, {len(shards)} client{'s' * (len(shards) > 1)})",
         lambda idx, client, generator: transforms[client](x_all[idx], y_all[idx], generator),
-        torch.optim.Adam,
+        torch.optim.Adam, privacy=privacy,
     )
 
 

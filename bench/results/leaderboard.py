@@ -11,9 +11,14 @@ from pathlib import Path
 
 from bench.core.errors import BenchError
 from bench.core.files import atomic_writer, output_file
+from bench.core.options import PrivateTraining
+from bench.core.params import component_args
 from bench.results.migrations import SERVER_DEFAULTS
 from bench.results.record import ResultRecord, current
 from bench.results.store import CorruptLine, ResultStore
+
+# DP-SGD's options beside its target epsilon, at their defaults (a DP cell is labelled by what it changed)
+DP_DEFAULTS = {k: v for k, v in component_args(PrivateTraining()).items() if k != "dp_epsilon"}
 
 COLUMNS = [
     "task", "encoder", "defense", "defense_args", "server_args", "attack", "attack_args", "mode", "n_train", "n_eval",
@@ -29,7 +34,7 @@ def format_args(args: dict) -> str:
 
 def server_changes(server: dict) -> dict:
     """The server options that differ from their defaults (all of them are in the spec and its hash)."""
-    return {k: v for k, v in server.items() if SERVER_DEFAULTS.get(k, object()) != v}
+    return {k: v for k, v in server.items() if {**SERVER_DEFAULTS, **DP_DEFAULTS}.get(k, object()) != v}
 
 
 def seed_frame(records: list[ResultRecord]):

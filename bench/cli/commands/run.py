@@ -29,7 +29,9 @@ def run(
     mode: str = typer.Option("frozen", help="frozen: cached features, head only; finetune: the encoder trains too."),
     train_args: str = typer.Option("", "--train-args", help="Server training overrides, e.g. epochs=10,lr=0.001."),
     server_args: str = typer.Option("", "--server-args", help="Server options, e.g. adapt=denoising (privacy-adaptive "
-                                    "pretraining of the server's encoder; adapt_steps, adapt_lr, ...)."),
+                                    "pretraining of the server's encoder; adapt_steps, adapt_lr, ...), or "
+                                    "dp_epsilon=8 (DP-SGD training of the server's head to that target epsilon, inf: "
+                                    "none; dp_delta (default 1/n), dp_clip (1.0), dp_accountant (prv or rdp))."),
     n_train: Optional[int] = typer.Option(None, "--n-train", help="Training examples (default: the task's)."),
     n_eval: Optional[int] = typer.Option(None, "--n-eval", help="Evaluation examples (default: the task's)."),
     pooling: str = typer.Option("mean", help="Sentence representation: mean, cls or pooler."),
