@@ -128,6 +128,7 @@ def test_an_mlm_of_another_vocabulary_is_refused(tiny):
     ("clip_min=1", "both clip_min and clip_max"),
     ("mlm=minilm", "untrained prediction head"),
     ("mlm=mock", "is not a masked LM"),
+    ("mlm=no-such-owner/no-such-mlm", "is not a masked LM found here"),
 ])
 def test_bad_input_exits_2_with_one_sentence(tiny_data, results, args, message):
     result = CliRunner().invoke(app, ["run", "--defense", "dp-mlm", "--defense-args", args, "--attack", "inversion",
