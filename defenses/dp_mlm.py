@@ -15,19 +15,23 @@ draws never feed later ones), so all positions are drawn at once; n draws compos
 which the record states per sentence (``dp_mlm_sentence_eps_*``).
 
 Clip bounds: ``auto`` takes the authors' bounds for roberta-base (-3.2093127 and 16.304797887802124, from their
-code) and, for any other MLM, derives them from the MLM's logits on held-out public text with the mechanism's own
-inputs: clip_min the mean logit, clip_max the mean top logit over the masked positions. That rule is ours.
+code) and, for any other MLM, measures them on held-out public text read as the mechanism reads a sentence:
+clip_min the mean logit, clip_max the mean top logit over the masked positions. Caveat: that rule is ours; the
+authors' code gives fixed numbers without their derivation, and a top logit above clip_max ties with every other
+token above it. eps = 50 per token by default, inside the per-token range the paper evaluates (its exact grid is
+not in the project's copies); a sentence's guarantee grows with its length.
 
-Deviations:
-- Unit: each regular token of the encoder's token space (a WordPiece of minilm) is one position, and each draw one
-  token, so the release stays aligned token for token like the other token defenses'. The paper rewrites each
-  word (NLTK's tokens) by one masked position and one drawn token.
-- Range: the draw ranges over the space's regular tokens (the MLM's vocabulary less its special and unused
-  tokens), which the server can read as text; the authors draw over every logit.
-- Every token is rewritten. The authors' code keeps stopwords and punctuation unchanged by default.
-- The MLM must share the encoder's vocabulary (``minilm-mlm`` with minilm, ``roberta-base`` with
-  ``--encoder roberta-base``). A sentence longer than the MLM's window (two copies and three special tokens) is
-  read in a window of the original centred on the position, as the authors' later code does.
+Deviation in the unit: each regular token of the encoder's token space (a WordPiece of minilm) is one position and
+each draw one token, so the release stays aligned token for token like the other token defenses'; the paper
+rewrites each word (NLTK's tokens) from one masked position and one drawn token.
+Deviation in the range: the draw ranges over the space's regular tokens (the MLM's vocabulary less its special and
+unused tokens), which the server can read as text; the authors draw over every logit.
+Deviation from the authors' code: every token is rewritten; their code keeps stopwords and punctuation unchanged by
+default, which releases those tokens as they are.
+Limit of this setting: the MLM must share the encoder's vocabulary (``minilm-mlm`` with minilm, ``roberta-base``
+with ``--encoder roberta-base``); a sentence longer than the MLM's window (two copies and the special tokens) is
+read in a window of the original centred on the position, as the authors' later code does. The cost per sentence
+grows with the square of its length (n passes over 2n tokens).
 """
 
 from __future__ import annotations
