@@ -96,10 +96,10 @@ class MaskedLMExponential(TokenMechanism):
         """Each token replaced by a draw of the exponential mechanism over the MLM's clipped logits there."""
         import torch
 
-        started = time.perf_counter()
         mlm = self.masked_lm()
         _check_vocabulary(mlm, space, self.mlm)
         low, high = self.bounds()
+        started = time.perf_counter()  # the rate counts the draws, not loading the MLM or measuring its bounds
         require(low < high, f"dp-mlm needs clip_min < clip_max, got {low:g} and {high:g}.")
         scale = self.eps / (2.0 * (high - low))
         candidates = torch.as_tensor(np.sort(np.asarray(space.candidates, dtype=np.int64)))
