@@ -136,3 +136,10 @@ def test_bad_input_exits_2_with_one_sentence(tiny_data, results, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert files_under(results) == []
+
+
+def test_the_client_runs_the_mlm_trained_without_its_task():
+    from bench.engine.paths.tokens import public_token_mechanism
+
+    assert public_token_mechanism(DP_MLM.DPMLM(), "conll2003").task == "conll2003"
+    assert public_token_mechanism(DP_MLM.DPMLM()).task == ""  # a release's copy: the adversary's, no task bound
