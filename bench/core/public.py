@@ -53,6 +53,10 @@ class TokenMechanism(PublicMechanism):
     def fit(self, ids: list[np.ndarray], space) -> None:
         """Learn statistics of the token ids it will privatize (default: none; nothing is released)."""
 
+    def bind_task(self, task: str) -> None:
+        """Learn the cell's task (a mechanism running a model that must never have seen the task's text); default
+        nothing."""
+
     def streaming(self) -> None:
         """Prepare for many small ``privatize`` calls (pretraining privatizes on the fly); default nothing."""
 

@@ -93,6 +93,13 @@ def check_mlm_name(name: str, allow_untrained: bool = False) -> None:
     from transformers import AutoConfig
 
     path, _ = locate(name)
-    if (Path(path) / HEAD_FILE).is_file() or has_mlm_head(AutoConfig.from_pretrained(path)) or allow_untrained:
+    if (Path(path) / HEAD_FILE).is_file() or allow_untrained:
+        return
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError):
+        raise BenchError(f"'{name}' is not a masked LM found here (minilm-mlm, a saved MLM directory, or a hub id "
+                         "cached or reachable, such as bert-base-cased).") from None
+    if has_mlm_head(config):
         return
     raise BenchError(f"'{name}' has no masked-LM head; use minilm-mlm or a hub id with one (bert-base-cased).")

@@ -82,7 +82,7 @@ def run_api(defense, context: CellContext, server) -> PredictionOutput:
             rewritten = rewrite_split(defense, task, data, "train", numpy_generator(seed, "client-spans"))
             train_items, train_labels = list(rewritten.texts), np.asarray(rewritten.labels)
             notes.update({"spans_rewritten": rewritten.rewritten, "spans_declared": rewritten.candidates})
-        mechanism = public_token_mechanism(defense)
+        mechanism = public_token_mechanism(defense, spec.task)
         if not isinstance(mechanism, IdentityTokens) and not isinstance(defense, SpanDefense):
             space = space_of(defense.token_space(), server.encoder)
             segments, regroup = flatten_segments(train_items)

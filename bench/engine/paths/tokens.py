@@ -92,7 +92,7 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> TokenOutp
     eval_segments, regroup_eval = flatten_segments(eval_texts)
     train_ids = space.client_ids(train_segments, numpy_generator(seed, "client-train-oov"))
     eval_ids = space.client_ids(eval_segments, numpy_generator(seed, "client-eval-oov"))
-    mechanism = public_token_mechanism(defense)
+    mechanism = public_token_mechanism(defense, spec.task)
     mechanism.fit(train_ids if original_eval else train_ids + eval_ids, space)
     # the client-only part of a cell that reuses its utility (bench.engine.reuse) attacks the evaluation release
     # alone: the training split's, drawn from its own generator, is not needed then
@@ -183,10 +183,13 @@ def _span_slots(task: SpanTask, context, split, rewritten, originals, original_i
     return slots, truth, facts
 
 
-def public_token_mechanism(defense: TokenDefense):
-    """A fresh token mechanism of ``defense``, stamped with its origin (the defense's name and arguments)."""
+def public_token_mechanism(defense: TokenDefense, task: str = ""):
+    """A fresh token mechanism of ``defense``, stamped with its origin (the defense's name and arguments); told the
+    cell's ``task`` when the client runs it (a mechanism whose model must never have seen that task's text)."""
     mechanism = defense.token_mechanism()
     mechanism.origin = {"defense": type(defense).registry_name, **component_args(defense)}
+    if task:
+        mechanism.bind_task(task)
     return mechanism
 
 
