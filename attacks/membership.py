@@ -64,8 +64,19 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench import (Attack, BenchError, Metric, PublicKnowledge, Release, ReleaseKind, Task, Truth, register_attack,
-                   require, within)
+from bench import (
+    Attack,
+    BenchError,
+    Metric,
+    PublicKnowledge,
+    Release,
+    ReleaseKind,
+    Task,
+    Truth,
+    register_attack,
+    require,
+    within,
+)
 from bench.core.progress import track
 from bench.core.releases import ServerModel
 from bench.core.seeding import derive_seed, numpy_generator

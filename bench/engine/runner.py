@@ -15,10 +15,10 @@ from bench.core.examples import data_dir
 from bench.core.metrics import PROBE_PREFIX, check_values, probe_metrics
 from bench.core.params import build_component, component_args, parse_arg_string
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
+from bench.core.releases import ReleaseKind
 from bench.core.seeding import numpy_generator
 from bench.core.smoke import NOTE as SMOKE_NOTE
 from bench.core.smoke import smoke_budget
-from bench.core.releases import ReleaseKind
 from bench.core.spec import TRAFFICS, TRAINING, RunSpec
 from bench.core.versions import compatible_kind
 from bench.engine import reuse

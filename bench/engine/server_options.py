@@ -21,9 +21,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.core.options import (DP_PREFIX, PRETRAINING_PREFIXES, AdaptedPrivateTraining, Adaptation, Pretraining,
-                                PrivateTraining, ServerSettings, server_args)
 from bench.core.components import RepresentationDefense
+from bench.core.options import (
+    DP_PREFIX,
+    PRETRAINING_PREFIXES,
+    Adaptation,
+    AdaptedPrivateTraining,
+    Pretraining,
+    PrivateTraining,
+    ServerSettings,
+    server_args,
+)
 from bench.core.params import build_component, require
 from bench.core.registry import TASKS
 from bench.data.public_corpus import check_corpus_name

@@ -98,7 +98,6 @@ class DPSGD:
         ``schedule_for(optimizer, rounds)`` is the server's learning-rate schedule (None: a constant rate);
         ``progress(iterable)`` reports epochs. Returns the trained head, unwrapped (a plain module), and fills
         ``facts``."""
-        import torch
         from opacus import GradSampleModule
         from opacus.accountants import create_accountant
         from opacus.optimizers import DPOptimizer

@@ -15,7 +15,7 @@ from bench.core.errors import BenchError
 from bench.engine.runner import make_spec, run_cell
 from bench.models.dp_sgd import DPSGD, noise_multiplier, spent_epsilon
 from bench.models.servers import HiddenBatches, PredictionServer, SentenceServer, TaggingServer
-from bench.models.training import TrainingConfig, cosine_schedule, make_head, targets_for, train_head
+from bench.models.training import TrainingConfig, cosine_schedule, make_head, targets_for
 from tests.conftest import files_under
 
 
