@@ -73,7 +73,9 @@ def defense_order() -> list[str]:
     changes no other defense's colour), by what they release (the first of their release kinds, in
     ``ReleaseKind``'s order), then by name: defenses compared on the same attacks sit together. The charts' styles
     follow it. Empty when a component file fails to import (the charts then style every defense by its name)."""
-    kinds = list(ReleaseKind)
+    # token vectors first, then text: d_chi on tokens and on text meet on the same attacks, so they take
+    # neighbouring colours (in ReleaseKind's order, a full round of colours apart, they shared one)
+    kinds = sorted(ReleaseKind, key=lambda k: k != ReleaseKind.TOKEN_EMBEDDINGS)
     try:
         names = [n for n in DEFENSES.names()
                  if n != "none" and not DEFENSES.get(n).__module__.startswith(PLUGIN_PACKAGE + ".")]
