@@ -70,8 +70,8 @@ def headline_metrics(board: pd.DataFrame) -> dict[str, str]:
 
 def defense_order() -> list[str]:
     """The defenses of the component folders but none (a ``--plugin`` file's are styled by name, so loading one
-    changes no other defense's colour), by what they release (the first of their release kinds, in
-    ``ReleaseKind``'s order), then by name: defenses compared on the same attacks sit together. The charts' styles
+    changes no other defense's colour), by what they release (the first of their release kinds, token vectors
+    first, then in ``ReleaseKind``'s order), then by name: defenses compared on the same attacks sit together. The charts' styles
     follow it. Empty when a component file fails to import (the charts then style every defense by its name)."""
     # token vectors first, then text: d_chi on tokens and on text meet on the same attacks, so they take
     # neighbouring colours (in ReleaseKind's order, a full round of colours apart, they shared one)
