@@ -211,7 +211,7 @@ def band(value) -> int | None:
 
 def band_label(index) -> str:
     """``≤ 0.05``, ..., ``above 0.50`` (empty for no band)."""
-    if index is None or _nan(float(index)):
+    if index is None or pd.isna(index):
         return ""
     index = int(index)
     return f"≤ {BANDS[index]:.2f}" if index < len(BANDS) else f"above {BANDS[-1]:.2f}"
@@ -224,7 +224,8 @@ def rank_rows(table: pd.DataFrame, utility: str, utility_up: bool = True) -> pd.
     table = table.copy()
     u = table[utility] if utility in table else pd.Series([math.nan] * len(table), index=table.index)
     a = table[ADVANTAGE] if ADVANTAGE in table else pd.Series([math.nan] * len(table), index=table.index)
-    table["band"] = [band(v) for v in a]
+    bands = [band(v) for v in a]
+    table["band"] = pd.array(bands, dtype="Int64")
     layers = pd.Series(0, index=table.index)
     groups = table["encoder"].astype(str) if "encoder" in table else pd.Series("", index=table.index)
     for _, rows in table.groupby(groups, sort=False):
@@ -233,14 +234,14 @@ def rank_rows(table: pd.DataFrame, utility: str, utility_up: bool = True) -> pd.
     complete = table["complete"] if "complete" in table else pd.Series(True, index=table.index)
     signal = table[SIGNAL].astype(str) if SIGNAL in table else pd.Series("", index=table.index)
     scored = ADVANTAGE in table  # a table without an attack is ranked by utility alone
-    unranked = [(scored and b is None) or not c for b, c in zip(table["band"], complete)]
+    unranked = [(scored and b is None) or not c for b, c in zip(bands, complete)]
     ordered = table.assign(_out=unranked, _no=signal.str.startswith("no"),
-                           _band=[len(BANDS) + 1 if b is None else b for b in table["band"]],
+                           _band=[len(BANDS) + 1 if b is None else b for b in bands],
                            _u=[(-x if utility_up else x) if x is not None and not _nan(float(x)) else math.inf
                                for x in u])
     ordered = ordered.sort_values(["_out", "_no", "_band", "_u"], kind="stable")
     count = int((~ordered["_out"]).sum())
-    ordered.insert(0, "rank", [*range(1, count + 1), *([None] * (len(ordered) - count))])
+    ordered.insert(0, "rank", pd.array([*range(1, count + 1), *([None] * (len(ordered) - count))], dtype="Int64"))
     return ordered.drop(columns=["_out", "_no", "_band", "_u"]).reset_index(drop=True)
 
 
@@ -394,7 +395,7 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
         table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "", majority)
         if table.empty:
             continue
-        out = pd.DataFrame({"rank": [int(r) if r is not None and r == r else "" for r in table["rank"]],
+        out = pd.DataFrame({"rank": ["" if pd.isna(r) else int(r) for r in table["rank"]],
                             "band": [band_label(b) for b in table["band"]],
                             "frontier": table["frontier"].replace(0, ""),
                             "defense": table["defense"], "arguments": table["defense_args"]})
