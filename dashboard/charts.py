@@ -105,10 +105,11 @@ def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, order: li
     legend = alt.Legend(title="defense", labelExpr=undefended, symbolStrokeWidth=2)
     counts = points["encoder"].astype(str).value_counts()
     main = sorted(counts.index, key=lambda e: (-counts[e], e))[0]  # filled; the other encoders hollow
-    tooltip = ["label", "encoder", "mode", "attack_args", "n", alt.Tooltip("utility:Q", format=".3f"),
+    tooltip = [c for c in ("label", "encoder", "mode", "attack_args", "n") if c in points]
+    tooltip += [alt.Tooltip("utility:Q", format=".3f"),
                alt.Tooltip("u_std:Q", format=".3f"), alt.Tooltip("privacy:Q", format=".3f"),
                alt.Tooltip("p_std:Q", format=".3f"), "frontier"]
-    tooltip += [c for c in ("source", SIGNAL, "strongest", "missing") if c in points]
+    tooltip += [c for c in ("source", SIGNAL, "strongest", "strongest_args", "missing") if c in points]
     by_defense = {"color": alt.Color("defense:N", scale=colour, legend=legend),
                   "shape": alt.Shape("defense:N", scale=shape, legend=legend)}  # one legend, in every layer
 

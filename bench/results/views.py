@@ -263,8 +263,9 @@ def ranked(board: pd.DataFrame, task: str, attack: str, utility: str, privacy: s
             if privacy in table and reference in table and metric is not None:
                 table[ADVANTAGE] = [scaled_advantage(v, r, metric.low, metric.high, metric.higher_is_better)
                                     for v, r in zip(table[privacy], table[reference])]
-            elif attack:
+            elif privacy in table:  # no guess to measure against (or an undeclared metric): no rank
                 table[ADVANTAGE] = math.nan
+            # cells that recorded no attack metric at all are ranked by utility, as cells without an attack
     if table.empty:
         return table
     if majority is not None and utility:

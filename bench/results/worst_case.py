@@ -122,8 +122,8 @@ def attack_cells(board: pd.DataFrame, task: str) -> pd.DataFrame:
 def worst_case(board: pd.DataFrame, task: str, utility: str | None) -> pd.DataFrame:
     """One row per defense setting of ``task`` that any attack measured: the setting, its ``utility`` (mean, std and
     seeds of the setting's cell with the most seeds, the unattacked one first), ``advantage`` (the worst case),
-    ``strongest`` and ``strongest_args`` (that attack and its arguments), ``attacked`` and ``missing`` (the applicable attacks not run, or
-    run without a defined advantage), ``complete``, ``n`` and ``config_hash`` (the cell the utility comes from)."""
+    ``strongest`` and ``strongest_args`` (that attack and its arguments), ``attacked`` and ``missing`` (the applicable attacks not run, and
+    those run without a defined advantage, marked so), ``complete``, ``n`` and ``config_hash`` (the cell the utility comes from)."""
     cells = attack_cells(board, task)
     if cells.empty:
         return pd.DataFrame()
@@ -145,7 +145,9 @@ def worst_case(board: pd.DataFrame, task: str, utility: str | None) -> pd.DataFr
         measured = group.dropna(subset=["advantage"])
         applies = applicable_attacks(task, setting["defense"], setting.get("defense_args", ""))
         attacked = sorted(set(measured["attack"]))
-        missing = sorted(set(applies) - set(attacked)) if applies is not None else []
+        unscored = set(group["attack"]) - set(attacked)  # run, but without a defined advantage (no random guess)
+        missing = [f"{a} (no advantage)" if a in unscored else a
+                   for a in sorted(set(applies or ()) | unscored) if a not in attacked]
         row = {**setting, "attacked": ", ".join(attacked), "missing": ", ".join(missing),
                "complete": not missing and bool(attacked)}
         if len(measured):
