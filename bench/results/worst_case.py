@@ -120,10 +120,13 @@ def attack_cells(board: pd.DataFrame, task: str) -> pd.DataFrame:
 
 
 def worst_case(board: pd.DataFrame, task: str, utility: str | None) -> pd.DataFrame:
-    """One row per defense setting of ``task`` that any attack measured: the setting, its ``utility`` (mean, std and
-    seeds of the setting's cell with the most seeds, the unattacked one first), ``advantage`` (the worst case),
-    ``strongest`` and ``strongest_args`` (that attack and its arguments), ``attacked`` and ``missing`` (the applicable attacks not run, and
-    those run without a defined advantage, marked so), ``complete``, ``n`` and ``config_hash`` (the cell the utility comes from)."""
+    """One row per defense setting of ``task`` that any attack measured.
+
+    Columns: the setting; its ``utility`` (mean, std and seeds of the setting's cell with the most seeds, the
+    unattacked one first); ``advantage`` (the worst case); ``strongest`` and ``strongest_args`` (that attack and its
+    arguments); ``attacked``; ``missing`` (the applicable attacks not run, and those run without a defined
+    advantage, marked so); ``complete``; ``n`` and ``config_hash`` (the cell the utility comes from).
+    """
     cells = attack_cells(board, task)
     if cells.empty:
         return pd.DataFrame()

@@ -1,4 +1,4 @@
-"""``bench report``: the ranked privacy-utility tables, printed or written as the docs' pages."""
+"""``bench report``: the ranked privacy-utility tables (the worst case first), printed or written as the docs' pages."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ def report(
                                          "writes are removed."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
-    """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), or write them as
-    pages: bench report --results-dir results --pages docs/results regenerates the docs' results pages."""
+    """Print the ranked privacy-utility tables from the records (Markdown): per task, each defense setting's worst
+    case (its strongest attack), then every attack's; or write them as pages: bench report --results-dir results
+    --pages docs/results regenerates the docs' results pages."""
     from bench.results.leaderboard import aggregate, seed_frame
     from bench.results.views import majority_by_config, splice
     from bench.results.views import report as render
