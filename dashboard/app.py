@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bench.engine.applicable import applicable_attacks
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.store import ResultStore, default_results_dir, published_results_dir
 from bench.results.views import (
@@ -253,7 +254,7 @@ def ranked_and_chart(key: tuple, task: str, filters: tuple, attack: str, utility
     of a re-render otherwise)."""
     board, _, _, majority, _ = load_sources(key)
     up = direction(board)
-    table = ranked(_filtered(key, task, filters), task, attack, utility, privacy, majority)
+    table = ranked(_filtered(key, task, filters), task, attack, utility, privacy, majority, applicable_attacks)
     chart = scatter(table, utility, ADVANTAGE if attack == WORST else privacy, up, defense_order())
     return table, chart.to_dict() if chart is not None else None
 

@@ -33,7 +33,7 @@ from bench.core.releases import ReleaseKind
 from bench.results import limits
 from bench.results.leaderboard import ci95_half_width
 from bench.results.worst_case import advantage as scaled_advantage
-from bench.results.worst_case import declared, worst_case
+from bench.results.worst_case import Applicable, declared, worst_case
 
 # a configuration: everything but the seed (config_hash already encodes it; the rest is for reading); ``source``
 # (your runs or the published board) when a frame holds both
@@ -219,22 +219,22 @@ def band_label(index) -> str:
 
 def rank_rows(table: pd.DataFrame, utility: str, utility_up: bool = True) -> pd.DataFrame:
     """``table`` (with ``ADVANTAGE`` and, optionally, ``SIGNAL`` and ``complete``) with ``band``, ``frontier`` (the
-    Pareto layer on utility × advantage, per encoder) and ``rank``, sorted: ranked rows by (utility signal first,
-    band, utility), then the unranked (no advantage, or incomplete) with an empty rank."""
+    Pareto layer on utility × advantage among the ranked rows of each encoder) and ``rank``, sorted: ranked rows by
+    (utility signal first, band, utility), then the unranked (no advantage, or incomplete) with an empty rank."""
     table = table.copy()
     u = table[utility] if utility in table else pd.Series([math.nan] * len(table), index=table.index)
     a = table[ADVANTAGE] if ADVANTAGE in table else pd.Series([math.nan] * len(table), index=table.index)
     bands = [band(v) for v in a]
     table["band"] = pd.array(bands, dtype="Int64")
-    layers = pd.Series(0, index=table.index)
-    groups = table["encoder"].astype(str) if "encoder" in table else pd.Series("", index=table.index)
-    for _, rows in table.groupby(groups, sort=False):
-        layers[rows.index] = frontier_layers(list(u[rows.index]), list(a[rows.index]), utility_up, True)
-    table["frontier"] = layers
     complete = table["complete"] if "complete" in table else pd.Series(True, index=table.index)
     signal = table[SIGNAL].astype(str) if SIGNAL in table else pd.Series("", index=table.index)
     scored = ADVANTAGE in table  # a table without an attack is ranked by utility alone
     unranked = [(scored and b is None) or not c for b, c in zip(bands, complete)]
+    layers = pd.Series(0, index=table.index)  # an incomplete setting's advantage is a lower bound: off the frontier
+    groups = table["encoder"].astype(str) if "encoder" in table else pd.Series("", index=table.index)
+    for _, rows in table[[not out for out in unranked]].groupby(groups, sort=False):
+        layers[rows.index] = frontier_layers(list(u[rows.index]), list(a[rows.index]), utility_up, True)
+    table["frontier"] = layers
     ordered = table.assign(_out=unranked, _no=signal.str.startswith("no"),
                            _band=[len(BANDS) + 1 if b is None else b for b in bands],
                            _u=[(-x if utility_up else x) if x is not None and not _nan(float(x)) else math.inf
@@ -246,15 +246,17 @@ def rank_rows(table: pd.DataFrame, utility: str, utility_up: bool = True) -> pd.
 
 
 def ranked(board: pd.DataFrame, task: str, attack: str, utility: str, privacy: str,
-           majority: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
+           majority: dict[str, dict[str, float]] | None = None, applicable: Applicable | None = None
+           ) -> pd.DataFrame:
     """The ``wide`` rows of ``attack`` with ``advantage`` (the attack metric ``privacy`` on the one scale:
     ``bench.results.worst_case.advantage`` against its random guess in the same cells), ``band``, ``frontier`` and
     ``rank`` (``rank_rows``); with ``majority`` (``majority_by_config``), whether the utility beats the majority
-    class first. ``attack`` = ``WORST``: the worst-case rows of ``bench.results.worst_case.worst_case``.
+    class first. ``attack`` = ``WORST``: the worst-case rows of ``bench.results.worst_case.worst_case`` (with
+    ``applicable``, the attacks that apply to a setting: ``bench.engine.applicable.applicable_attacks``).
     ``utility`` and ``privacy`` are full metric keys."""
     up = direction(board)
     if attack == WORST:
-        table = worst_case(board, task, utility)
+        table = worst_case(board, task, utility, applicable)
     else:
         table = wide(board, task, attack)
         if not table.empty:
@@ -379,8 +381,8 @@ def task_order(board: pd.DataFrame) -> list[str]:
     return list(board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index)
 
 
-def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, float]] | None = None
-                  ) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
+def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, float]] | None = None,
+                  applicable: Applicable | None = None) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
     """The worst case of ``task`` (``WORST``) and then each of its attacks (its name, "" for none), the ranked rows
     (``ranked``) and the table a reader sees: rank, band, frontier, defense and arguments, the settings that vary,
     the sizes where they vary, the headline utility (and, with ``majority`` (``majority_by_config``), whether it
@@ -393,7 +395,7 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
         rows = on_task[on_task["attack"] == attack]
         privacy = [m for m in rows.sort_values("order" if "order" in rows else "metric")["metric"].unique()
                    if m.startswith(f"privacy/{attack}/")]
-        table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "", majority)
+        table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "", majority, applicable)
         if table.empty:
             continue
         out = pd.DataFrame({"rank": ["" if pd.isna(r) else int(r) for r in table["rank"]],
@@ -427,20 +429,35 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
         yield attack, table, out
 
 
+def caption(attack: str) -> str:
+    """The sentence above a table that says what it ranks by, and why."""
+    bands = ", ".join(f"≤ {b:.2f}" for b in BANDS) + f", above {BANDS[-1]:.2f}"
+    if attack == WORST:
+        return (f"Each defense setting's strongest attack. Rank = utility within bands of worst-case advantage "
+                f"({bands}), most private first, so the top rows are the most useful settings no attack beats by more "
+                "than their band and a setting that leaks everything is never first; frontier per encoder; a setting "
+                "some applicable attack has not reached is incomplete and has no rank.")
+    if attack:
+        return (f"Rank = utility within bands of this attack's advantage ({bands}), most private first; frontier per "
+                "encoder.")
+    return "No attack: ranked by utility."
+
+
 MAJORITY_LEGEND = (" Beats majority: whether the mean utility beats answering the majority class (the records' "
                    "majority-class note, mean over seeds): a \"no\" carries no utility signal, whatever its rank; empty "
                    "where the records have no such note.")
 
 
-def report(board: pd.DataFrame, source: str, majority: dict[str, dict[str, float]] | None = None) -> str:
+def report(board: pd.DataFrame, source: str, majority: dict[str, dict[str, float]] | None = None,
+           applicable: Applicable | None = None) -> str:
     """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
     and the attack's headline metric (mean ± std over seeds), its random guess and the advantage over it. With
     ``majority`` (``majority_by_config``), the utility is followed by whether it beats the majority class."""
     lines = [f"Printed by `bench report` from the records in `{source}` {LEGEND} {WORST_LEGEND}"
              + (MAJORITY_LEGEND if majority is not None else ""), ""]
     for task in task_order(board):
-        for attack, _, out in ranked_tables(board, task, majority):
-            lines += [f"### {task} · {attack or 'no attack'}", "", markdown_table(out), ""]
+        for attack, _, out in ranked_tables(board, task, majority, applicable):
+            lines += [f"### {task} · {attack or 'no attack'}", "", caption(attack), "", markdown_table(out), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -449,7 +466,8 @@ GENERATED = "<!-- printed by bench report: edits are overwritten -->"
 
 def report_pages(board: pd.DataFrame, source: str, command: str,
                  majority: dict[str, dict[str, float]] | None = None,
-                 known_limits: dict[str, list[str]] | None = None) -> dict[str, str]:
+                 known_limits: dict[str, list[str]] | None = None, applicable: Applicable | None = None
+                 ) -> dict[str, str]:
     """The board as pages (``{file name: Markdown}``): ``index.md``, the tasks with their attacks and counts, and
     one ``<task>.md`` per task with each attack's ranked table, its sizes and ``command`` (which regenerates the
     pages) above it, and below it the links to the known limits (``bench.results.limits``) of its components."""
@@ -460,10 +478,11 @@ def report_pages(board: pd.DataFrame, source: str, command: str,
                  f"Ranked settings of every attack on `{task}`, printed by `{command}` from the records in `{source}` "
                  f"{LEGEND} {WORST_LEGEND}" + (MAJORITY_LEGEND if majority is not None else ""), ""]
         attacks = []
-        for attack, table, out in ranked_tables(board, task, majority):
+        for attack, table, out in ranked_tables(board, task, majority, applicable):
             attacks.append(attack or "no attack")
             lines += [f"## {task} · {attack or 'no attack'}", "",
-                      f"{_sizes_sentence(table)} Regenerate: `{command}`.", "", markdown_table(out), ""]
+                      f"{caption(attack)} {_sizes_sentence(table)} Regenerate: `{command}`.", "", markdown_table(out),
+                      ""]
             named = dict.fromkeys(a for a in table["strongest"] if a) if attack == WORST else [attack] if attack else []
             shown = [("task", task), *(("attack", a) for a in named),
                      *(("defense", d) for d in dict.fromkeys(table["defense"]))]

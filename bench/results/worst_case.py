@@ -18,7 +18,8 @@ is then mirrored). 0 is as good as guessing, 1 is total recovery, whatever the m
 A defense setting is the configuration without the attack: task, defense and its arguments, server options,
 encoder, mode and sizes. Its privacy is the largest advantage of any attack on it (the attack named), over the
 attacks that apply to what it releases on that task: those whose ``accepts`` meets a kind the defense yields on the
-task's release path, and whose task checks pass (``applicable_attacks``). A setting that some of them did not
+task's release path, and whose task checks pass (``bench.engine.applicable.applicable_attacks``, passed in by the
+readers above the engine). A setting that some of them did not
 attack is incomplete, its worst case only a lower bound, and it is never ranked as safe.
 """
 
@@ -26,12 +27,14 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Callable
 
 import pandas as pd
 
 from bench.core.errors import BenchError
 from bench.core.metrics import Metric
 from bench.core.registry import ATTACKS, DEFENSES, TASKS
+from bench.core.versions import compatible_kind
 
 # the configuration columns of a defense setting (``views.CONFIG`` without the attack and the cell's hash)
 SETTING = ["source", "task", "encoder", "defense", "defense_args", "server_args", "mode", "n_train", "n_eval"]
@@ -69,32 +72,31 @@ def declared(key: str) -> Metric | None:
         return None
 
 
-@functools.lru_cache(maxsize=1024)
-def applicable_attacks(task: str, defense: str, defense_args: str = "") -> tuple[str, ...] | None:
-    """The registered attacks a cell of ``defense`` (with ``defense_args``) on ``task`` could run: the attack
-    accepts a kind the defense releases there, the task's server yields it, and the attack's and the spans'
-    checks against the task pass. None when the task or the defense is not registered (a plugin's, not loaded)."""
-    from bench.core.params import build_component, parse_arg_string
-    from bench.core.versions import compatible_kind
-    from bench.engine.paths import choose_path
-    from bench.engine.runner import check_spans
+Applicable = Callable[[str, str, str], "tuple[str, ...] | None"]  # (task, defense, its arguments) -> attacks
 
-    try:
-        task_cls, defense_cls = TASKS.get(task), DEFENSES.get(defense)
-    except BenchError:
-        return None
-    found = []
-    for name in ATTACKS.names():
-        attack_cls = ATTACKS.get(name)
+
+def attacks_run(board: pd.DataFrame) -> Applicable:
+    """A stand-in for ``bench.engine.applicable.applicable_attacks`` for readers below the engine: the attacks run
+    on the task that accept a kind the defense releases. It misses an attack never run on the task; ``bench
+    report`` and the dashboard pass the engine's, which asks the registry."""
+    ran = {task: sorted(set(rows["attack"].fillna("")) - {""}) for task, rows in board.groupby("task")}
+
+    @functools.lru_cache(maxsize=1024)
+    def applicable(task: str, defense: str, defense_args: str = "") -> tuple[str, ...] | None:
         try:
-            kind = compatible_kind(defense_cls, attack_cls, task_cls)
-            choose_path(defense_cls, task_cls.protocols, kind)
-            build_component(attack_cls, {}).check_task(task_cls)
-            check_spans(task_cls, defense_cls, attack_cls, parse_arg_string(defense_args or None))
+            task_cls, defense_cls = TASKS.get(task), DEFENSES.get(defense)
         except BenchError:
-            continue
-        found.append(name)
-    return tuple(found)
+            return None
+        found = []
+        for name in ran.get(task, []):
+            try:
+                compatible_kind(defense_cls, ATTACKS.get(name), task_cls)
+            except BenchError:
+                continue
+            found.append(name)
+        return tuple(found)
+
+    return applicable
 
 
 def attack_cells(board: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -119,14 +121,18 @@ def attack_cells(board: pd.DataFrame, task: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def worst_case(board: pd.DataFrame, task: str, utility: str | None) -> pd.DataFrame:
+def worst_case(board: pd.DataFrame, task: str, utility: str | None, applicable: Applicable | None = None
+               ) -> pd.DataFrame:
     """One row per defense setting of ``task`` that any attack measured.
 
     Columns: the setting; its ``utility`` (mean, std and seeds of the setting's cell with the most seeds, the
     unattacked one first); ``advantage`` (the worst case); ``strongest`` and ``strongest_args`` (that attack and its
     arguments); ``attacked``; ``missing`` (the applicable attacks not run, and those run without a defined
     advantage, marked so); ``complete``; ``n`` and ``config_hash`` (the cell the utility comes from).
+    ``applicable`` names the attacks that apply to a setting (``bench.engine.applicable.applicable_attacks``;
+    default ``attacks_run``).
     """
+    applicable = applicable or attacks_run(board)
     cells = attack_cells(board, task)
     if cells.empty:
         return pd.DataFrame()
@@ -146,7 +152,7 @@ def worst_case(board: pd.DataFrame, task: str, utility: str | None) -> pd.DataFr
         values = values if isinstance(values, tuple) else (values,)
         setting = dict(zip(keys, values))
         measured = group.dropna(subset=["advantage"])
-        applies = applicable_attacks(task, setting["defense"], setting.get("defense_args", ""))
+        applies = applicable(task, setting["defense"], setting.get("defense_args", ""))
         attacked = sorted(set(measured["attack"]))
         unscored = set(group["attack"]) - set(attacked)  # run, but without a defined advantage (no random guess)
         missing = [f"{a} (no advantage)" if a in unscored else a

@@ -6,8 +6,9 @@ import math
 import pandas as pd
 import pytest
 
+from bench.engine.applicable import applicable_attacks
 from bench.results.views import WORST, ranked, ranked_tables
-from bench.results.worst_case import advantage, applicable_attacks, worst_case
+from bench.results.worst_case import advantage, attacks_run, worst_case
 
 
 def test_advantage_is_zero_at_the_guess_and_one_at_total_recovery():
@@ -71,14 +72,15 @@ def test_a_setting_takes_its_strongest_attack_and_is_incomplete_without_every_ap
         cell("a3", "texthide", "m=16,k=4", "gradient-matching", 0.70, 0.10, 0.0),
         cell("b1", "texthide", "m=256,k=4", "rss", 0.72, 0.0, 0.0),
     )
-    table = worst_case(frame, "sst2", "utility/accuracy").set_index("defense_args")
+    table = worst_case(frame, "sst2", "utility/accuracy", applicable_attacks).set_index("defense_args")
     full = table.loc["m=16,k=4"]
     assert full["strongest"] == "reprecon" and full["advantage"] == pytest.approx(0.30)
     assert bool(full["complete"]) and full["missing"] == ""
     assert full["utility/accuracy"] == 0.79  # the setting's cell with the most seeds
     part = table.loc["m=256,k=4"]
     assert not part["complete"] and part["missing"] == "gradient-matching, reprecon"
-    ranks = ranked(frame, "sst2", WORST, "utility/accuracy", "").set_index("defense_args")["rank"]
+    ranks = ranked(frame, "sst2", WORST, "utility/accuracy", "", None, applicable_attacks)
+    ranks = ranks.set_index("defense_args")["rank"]
     assert ranks["m=16,k=4"] == 1 and pd.isna(ranks["m=256,k=4"])
 
 
@@ -128,8 +130,19 @@ def test_a_row_without_a_random_guess_is_not_ranked():
 
 def test_the_worst_case_table_comes_first_and_names_the_missing_attacks():
     frame = board(cell("m1", "texthide", "m=16,k=4", "rss", 0.78, 0.05, 0.0))
-    names = [(attack, out) for attack, _, out in ranked_tables(frame, "sst2")]
+    names = [(attack, out) for attack, _, out in ranked_tables(frame, "sst2", None, applicable_attacks)]
     assert [a for a, _ in names] == [WORST, "rss"]
     worst = names[0][1]
     assert worst["missing attacks (incomplete)"].iloc[0] == "gradient-matching, reprecon"
     assert worst["rank"].iloc[0] == "" and worst["strongest attack"].iloc[0] == "rss"
+
+
+def test_without_the_engine_the_attacks_run_on_the_task_stand_in():
+    """Readers below the engine count the attacks run on the task that accept what the defense releases."""
+    frame = board(cell("x1", "texthide", "m=16,k=4", "rss", 0.78, 0.05, 0.0),
+                  cell("x2", "none", "", "inversion", 0.80, 1.0, 0.0))
+    applicable = attacks_run(frame)
+    assert applicable("sst2", "texthide", "m=16,k=4") == ("rss",)
+    assert applicable("sst2", "none", "") == ("inversion", "rss")
+    table = worst_case(frame, "sst2", "utility/accuracy").set_index("defense")
+    assert bool(table.loc["texthide", "complete"]) and table.loc["none", "missing"] == "rss"
