@@ -146,3 +146,13 @@ def test_without_the_engine_the_attacks_run_on_the_task_stand_in():
     assert applicable("sst2", "none", "") == ("inversion", "rss")
     table = worst_case(frame, "sst2", "utility/accuracy").set_index("defense")
     assert bool(table.loc["texthide", "complete"]) and table.loc["none", "missing"] == "rss"
+
+
+def test_the_applicable_attacks_load_no_model():
+    """The dashboard asks the engine which attacks apply; that must not load torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, bench.engine.applicable; print('torch' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
