@@ -32,8 +32,8 @@ from bench.core.registry import DEFENSES, PLUGIN_PACKAGE
 from bench.core.releases import ReleaseKind
 from bench.results import limits
 from bench.results.leaderboard import ci95_half_width
-from bench.results.worst_case import advantage as scaled_advantage
 from bench.results.worst_case import Applicable, declared, worst_case
+from bench.results.worst_case import advantage as scaled_advantage
 
 # a configuration: everything but the seed (config_hash already encodes it; the rest is for reading); ``source``
 # (your runs or the published board) when a frame holds both
