@@ -19,16 +19,18 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bench.engine.applicable import applicable_attacks
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.store import ResultStore, default_results_dir, published_results_dir
 from bench.results.views import (
+    ADVANTAGE,
+    WORST,
     defense_order,
     direction,
     display_columns,
     headline_metrics,
     is_test_encoder,
     majority_by_config,
-    mark_utility_signal,
     ranked,
     short,
 )
@@ -206,7 +208,8 @@ def leaderboard(root: Path, beside: bool) -> None:
         return
     busiest = on_task[on_task["attack"] != ""].groupby("attack")["config_hash"].nunique().idxmax()
     where = f"{scope}:{task}"
-    attack = pick("attack", attacks_known, busiest, f"attack:{where}", "attack", sidebar)
+    attack = pick("attack", [WORST, *attacks_known], WORST, f"attack:{where}", "attack", sidebar,
+                  help="worst case: each defense setting's strongest attack, on one advantage scale")
     encoders_all = sorted(on_task["encoder"].unique())
     tests = [e for e in encoders_all if is_test_encoder(e)]
     show_tests = bool(tests) and (len(tests) == len(encoders_all) or sidebar.checkbox(
@@ -228,8 +231,8 @@ def leaderboard(root: Path, beside: bool) -> None:
                     key="view", label_visibility="collapsed")
     to_url(view=view if view != views[0] else None)
     cache_key = (key, (tuple(encoders), tuple(defenses), tuple(modes)))
-    if view == "Sweeps":
-        render_sweeps(task, attack, cache_key, where)
+    if view == "Sweeps":  # a sweep plots one attack's metrics: the worst case shows the busiest attack's
+        render_sweeps(task, busiest if attack == WORST else attack, cache_key, where)
     elif view == "Adaptation":
         render_adaptation(shown, seeds, task)
     else:
@@ -251,10 +254,8 @@ def ranked_and_chart(key: tuple, task: str, filters: tuple, attack: str, utility
     of a re-render otherwise)."""
     board, _, _, majority, _ = load_sources(key)
     up = direction(board)
-    table = ranked(_filtered(key, task, filters), task, attack, utility, privacy)
-    if not table.empty:
-        table = mark_utility_signal(table, majority, utility, up.get(utility, True))
-    chart = scatter(table, utility, privacy, up, defense_order())
+    table = ranked(_filtered(key, task, filters), task, attack, utility, privacy, majority, applicable_attacks)
+    chart = scatter(table, utility, ADVANTAGE if attack == WORST else privacy, up, defense_order())
     return table, chart.to_dict() if chart is not None else None
 
 
@@ -269,35 +270,48 @@ def privacy_view(shown, board, seeds, raw, task: str, attack: str, cache_key: tu
     headline = headline_metrics(board).get(task)
     rows = shown[shown["attack"] == attack]
     utility_metrics = sorted({m for m in shown["metric"] if m.startswith("utility/")}, key=lambda m: (m != headline, m))
-    privacy_metrics = sorted({m for m in rows["metric"] if m.startswith(f"privacy/{attack}/")})
-    if "order" in rows and privacy_metrics:  # the attack's first declared metric is its headline
+    worst = attack == WORST
+    privacy_metrics = [ADVANTAGE] if worst else sorted({m for m in rows["metric"]
+                                                        if m.startswith(f"privacy/{attack}/")})
+    if "order" in rows and privacy_metrics and not worst:  # the attack's first declared metric is its headline
         firsts = rows[rows["metric"].isin(privacy_metrics)].groupby("metric")["order"].min()
         privacy_metrics.sort(key=lambda m: (firsts.get(m, 0), m))
-    st.subheader(f"{literal(attack)}: privacy against utility on {literal(task)}")
+    st.subheader(f"{'Worst case' if worst else literal(attack)}: privacy against utility on {literal(task)}")
     if not utility_metrics or not privacy_metrics:
         st.info("These cells have no utility or no attack metric to plot.")
         return
     left, right = st.columns(2)
     utility = pick("utility metric", utility_metrics, headline, f"utility:{where}", "utility", left,
                    format_func=short)
-    privacy = pick("attack metric", privacy_metrics, privacy_metrics[0], f"privacy:{where}:{attack}", "privacy",
-                   right, format_func=short)
+    if worst:
+        privacy = ADVANTAGE
+        right.markdown("privacy: each setting's strongest attack, as its advantage over its random guess")
+    else:
+        privacy = pick("attack metric", privacy_metrics, privacy_metrics[0], f"privacy:{where}:{attack}", "privacy",
+                       right, format_func=short)
     key, filters = cache_key
     table, spec = ranked_and_chart(key, task, filters, attack, utility, privacy)
     if spec is not None:
         st.vega_lite_chart(spec=spec, width="stretch")
     st.caption(
         "Points: means over seeds (colour and shape: the defense; filled or hollow: the encoder); bars: ± one sample "
-        "std (none for a single seed). Black line: the Pareto frontier (no other setting is both at least as useful "
-        "and at least as private). References, in the legend with their values: the random guess scored in these "
+        "std (none for a single seed). Black lines: the Pareto frontier of each encoder (no other setting on that "
+        "encoder is both at least as useful and at least as private). References, in the legend with their values: "
+        "the random guess scored in these "
         "same cells (dashed; band: its range over them) and the majority-class utility of these cells (dotted; "
         "missing for records made before it was noted). The axes fit the points; a reference outside them is named "
         "in the legend, not drawn. ×: the utility does not beat the majority class, so the setting carries no "
         "utility signal whatever its rank."
     )
-    st.markdown("**Ranked settings** · rank = frontier layer on the two metrics above (1 = on the frontier), "
-                "then utility; *advantage* = attack success minus the random guess of the same cells; *beats "
-                "majority* = the utility beats answering the majority class (no: no utility signal).")
+    st.markdown("**Ranked settings** · *advantage* = (attack − random guess) / (best possible − random guess) of "
+                "the attack's metric: 0 = as good as guessing, 1 = total recovery"
+                + (" (worst case: the strongest attack on the setting)" if worst else "") + ". Rank = utility at a "
+                "stated advantage: the most private *band* of advantage first (≤ 0.05, ≤ 0.20, ≤ 0.50, above), by "
+                "utility within it, so a setting that leaks everything is never first however useful; settings "
+                "that do not *beat the majority* class follow the others"
+                + ("; a setting not attacked by every attack that applies to its release is *incomplete*: no rank, "
+                   "the missing attacks listed, its advantage only a lower bound" if worst else "")
+                + ". *Frontier* = Pareto layer on utility × advantage among the settings of one encoder.")
     shown_table = display_columns(table, board, headline)
     config = {c: st.column_config.NumberColumn(format="%.3f") for c in shown_table.columns
               if shown_table[c].dtype.kind == "f" and c != "seeds"}
@@ -319,10 +333,14 @@ def downloads(table: pd.DataFrame, raw: dict, task: str, attack: str) -> None:
                           disabled=not lines)
 
 
+def _rank(value) -> str:
+    return "–" if pd.isna(value) else str(int(value))
+
+
 def provenance(table: pd.DataFrame, seeds: pd.DataFrame, raw: dict, event) -> None:
     """A chosen row's seeds and per-seed values, arguments, hashes, versions, hardware, runtime and notes."""
-    labels = ["(none)"] + [f"{r['rank']}. {r['defense']}({r['defense_args']}) · {r['encoder']} · {r['config_hash']}"
-                           for _, r in table.iterrows()]
+    labels = ["(none)"] + [f"{_rank(r['rank'])}. {r['defense']}({r['defense_args']}) · {r['encoder']} · "
+                           f"{r['config_hash']}" for _, r in table.iterrows()]
     selected = list(getattr(getattr(event, "selection", None), "rows", []) or [])
     fallback = labels[selected[0] + 1] if selected and selected[0] + 1 < len(labels) else "(none)"
     hashes = {label.rsplit(" · ", 1)[-1]: label for label in labels[1:]}

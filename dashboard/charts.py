@@ -24,7 +24,7 @@ from typing import Iterable
 import altair as alt
 import pandas as pd
 
-from bench.results.views import SIGNAL, axis_title
+from bench.results.views import ADVANTAGE, SIGNAL, axis_title
 
 # Okabe & Ito (2008), "Color Universal Design", without black; yellow, the faintest on white, late in the cycle
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#F0E442", "#56B4E9"]
@@ -105,10 +105,11 @@ def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, order: li
     legend = alt.Legend(title="defense", labelExpr=undefended, symbolStrokeWidth=2)
     counts = points["encoder"].astype(str).value_counts()
     main = sorted(counts.index, key=lambda e: (-counts[e], e))[0]  # filled; the other encoders hollow
-    tooltip = ["label", "encoder", "mode", "attack_args", "n", alt.Tooltip("utility:Q", format=".3f"),
+    tooltip = [c for c in ("label", "encoder", "mode", "attack_args", "n") if c in points]
+    tooltip += [alt.Tooltip("utility:Q", format=".3f"),
                alt.Tooltip("u_std:Q", format=".3f"), alt.Tooltip("privacy:Q", format=".3f"),
                alt.Tooltip("p_std:Q", format=".3f"), "frontier"]
-    tooltip += [c for c in ("source", SIGNAL) if c in points]
+    tooltip += [c for c in ("source", SIGNAL, "strongest", "strongest_args", "missing") if c in points]
     by_defense = {"color": alt.Color("defense:N", scale=colour, legend=legend),
                   "shape": alt.Shape("defense:N", scale=shape, legend=legend)}  # one legend, in every layer
 
@@ -127,16 +128,21 @@ def scatter(table: pd.DataFrame, utility: str, privacy: str, up: dict, order: li
                                                                color=bar_colour)
         chart += bars.mark_rule(opacity=0.5, clip=True).encode(x=x("utility"), y=y("p_lo"), y2="p_hi:Q",
                                                                color=bar_colour)
-    front = points[points["frontier"] == 1].sort_values("utility", ascending=u_up)
+    # one frontier per encoder (``views.rank_rows``): settings on different encoders do not share a server
+    front = points[points["frontier"] == 1].sort_values(["encoder", "utility"], ascending=[True, u_up])
     if len(front):
-        front = front.assign(what="Pareto frontier")
+        front = front.assign(what="Pareto frontier (per encoder)")
         chart += alt.Chart(front).mark_line(color="black", strokeWidth=2, interpolate="step-before", clip=True,
                                             point=alt.OverlayMarkDef(color="black", size=20)).encode(
-            x=x("utility"), y=y("privacy"), tooltip=["what", "label"])
+            x=x("utility"), y=y("privacy"), detail="encoder:N", tooltip=["what", "label", "encoder"])
 
     references, dashes = [], []
-    random_key = "random/" + privacy.split("/", 1)[1]
-    if random_key in points and points[random_key].notna().any():
+    random_key = "random/" + privacy.split("/", 1)[1] if "/" in privacy else ""
+    if privacy == ADVANTAGE:  # the scale's 0 is the random guess itself
+        what = "as good as guessing (advantage 0)" + _where(0.0, y_domain, "below the axis", "above the axis")
+        references.append((pd.DataFrame({"random": [0.0], "what": [what]}), "y", "random"))
+        dashes.append((what, [6, 4]))
+    elif random_key in points and points[random_key].notna().any():
         values = points[random_key].dropna()
         mean = values.mean()
         what = (f"random guess {mean:.3f} ({len(values)} cells)"

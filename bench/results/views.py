@@ -5,11 +5,18 @@ Shared by the dashboard and ``bench report`` (no torch, no Streamlit). The input
 (``bench.results.leaderboard.leaderboard_frame``: one row per configuration and metric with mean, std, n and
 ``higher_is_better``).
 
-Ranking: the *frontier layer* of a configuration on (headline utility, chosen attack metric). Layer 1 is the
-Pareto frontier: no other configuration is at least as useful and at least as private, and better on one of
-the two. Layer 2 is the frontier once layer 1 is removed, and so on; ties within a layer are broken by utility.
-It needs no weight between utility and privacy and no interpolation to a matched utility, which a handful of
-recorded settings per defense could not support.
+Privacy is read on one scale (``bench.results.worst_case``): an attack's advantage over its own random guess,
+0 = guessing, 1 = total recovery. The default table of a task ranks each defense setting by its worst case, the
+strongest attack's advantage; one table per attack stays beside it.
+
+Ranking (``rank_rows``): utility at a stated worst-case advantage. The settings are grouped into privacy bands of
+advantage (``BANDS``: at most 0.05, 0.2, 0.5, then above), most private band first, and ranked by utility within a
+band; settings whose utility does not beat the majority class follow all others, and a setting without an advantage
+(no random guess recorded) or, in the worst-case table, one not attacked by every attack that applies to it, is
+listed last without a rank. A reader thus finds at the top the most useful settings that attacks cannot beat by
+more than the first band, and a setting that leaks everything is never first however useful. The Pareto *frontier
+layer* on (utility, advantage) is shown beside, computed per encoder, since settings on different encoders do not
+share a server and one frontier across them would compare the encoders, not the defenses.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from bench.core.registry import DEFENSES, PLUGIN_PACKAGE
 from bench.core.releases import ReleaseKind
 from bench.results import limits
 from bench.results.leaderboard import ci95_half_width
+from bench.results.worst_case import Applicable, declared, worst_case
+from bench.results.worst_case import advantage as scaled_advantage
 
 # a configuration: everything but the seed (config_hash already encodes it; the rest is for reading); ``source``
 # (your runs or the published board) when a frame holds both
@@ -32,6 +41,9 @@ CONFIG = ["source", "encoder", "defense", "defense_args", "server_args", "attack
           "n_eval", "config_hash"]
 SIGNAL = "beats majority"  # the column that says whether a cell's utility beats the majority-class answer
 MOCK = re.compile(r"^mock(-\d+)?$")
+WORST = "worst case"  # the name of a task's default table: each setting's strongest attack (no attack has a space)
+ADVANTAGE = "advantage"  # the column of an attack's advantage on the one scale (``bench.results.worst_case``)
+BANDS = (0.05, 0.2, 0.5)  # the stated advantages the ranking groups settings by, most private first
 
 
 def is_test_encoder(name: str) -> bool:
@@ -111,6 +123,8 @@ def column_title(metric: str, higher_is_better: bool) -> str:
 
 def axis_title(metric: str, higher_is_better: bool) -> str:
     """An axis title that says which way is better for whom."""
+    if metric == ADVANTAGE:
+        return "worst-case advantage (0 = guessing, 1 = total recovery)"
     if metric.startswith("utility/"):
         return f"{short(metric)} ({'higher' if higher_is_better else 'lower'} = more useful)"
     attack = metric.split("/")[1] if metric.count("/") >= 2 else ""
@@ -189,26 +203,78 @@ def _nan(value) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def ranked(board: pd.DataFrame, task: str, attack: str, utility: str, privacy: str) -> pd.DataFrame:
-    """The ``wide`` rows with ``frontier`` (layer on utility × the attack metric), ``advantage`` (attack success
-    minus its random guess in the same cells, oriented so positive = the attack beats a guess) and ``rank``,
-    sorted by rank. ``utility`` and ``privacy`` are full metric keys."""
-    table = wide(board, task, attack)
+def band(value) -> int | None:
+    """The privacy band of an advantage: 0 for at most ``BANDS[0]``, ..., ``len(BANDS)`` above the last; None
+    when undefined."""
+    if value is None or _nan(float(value)):
+        return None
+    return next((i for i, bound in enumerate(BANDS) if value <= bound), len(BANDS))
+
+
+def band_label(index) -> str:
+    """``≤ 0.05``, ..., ``above 0.50`` (empty for no band)."""
+    if index is None or pd.isna(index):
+        return ""
+    index = int(index)
+    return f"≤ {BANDS[index]:.2f}" if index < len(BANDS) else f"above {BANDS[-1]:.2f}"
+
+
+def rank_rows(table: pd.DataFrame, utility: str, utility_up: bool = True) -> pd.DataFrame:
+    """``table`` (with ``ADVANTAGE`` and, optionally, ``SIGNAL`` and ``complete``) with ``band``, ``frontier`` (the
+    Pareto layer on utility × advantage among the ranked rows of each encoder) and ``rank``, sorted: ranked rows by
+    (utility signal first, band, utility), then the unranked (no advantage, or incomplete) with an empty rank."""
+    table = table.copy()
+    u = table[utility] if utility in table else pd.Series([math.nan] * len(table), index=table.index)
+    a = table[ADVANTAGE] if ADVANTAGE in table else pd.Series([math.nan] * len(table), index=table.index)
+    bands = [band(v) for v in a]
+    table["band"] = pd.array(bands, dtype="Int64")
+    complete = table["complete"] if "complete" in table else pd.Series(True, index=table.index)
+    signal = table[SIGNAL].astype(str) if SIGNAL in table else pd.Series("", index=table.index)
+    scored = ADVANTAGE in table  # a table without an attack is ranked by utility alone
+    unranked = [(scored and b is None) or not c for b, c in zip(bands, complete)]
+    layers = pd.Series(0, index=table.index)  # an incomplete setting's advantage is a lower bound: off the frontier
+    groups = table["encoder"].astype(str) if "encoder" in table else pd.Series("", index=table.index)
+    for _, rows in table[[not out for out in unranked]].groupby(groups, sort=False):
+        layers[rows.index] = frontier_layers(list(u[rows.index]), list(a[rows.index]), utility_up, True)
+    table["frontier"] = layers
+    ordered = table.assign(_out=unranked, _no=signal.str.startswith("no"),
+                           _band=[len(BANDS) + 1 if b is None else b for b in bands],
+                           _u=[(-x if utility_up else x) if x is not None and not _nan(float(x)) else math.inf
+                               for x in u])
+    ordered = ordered.sort_values(["_out", "_no", "_band", "_u"], kind="stable")
+    count = int((~ordered["_out"]).sum())
+    ordered.insert(0, "rank", pd.array([*range(1, count + 1), *([None] * (len(ordered) - count))], dtype="Int64"))
+    return ordered.drop(columns=["_out", "_no", "_band", "_u"]).reset_index(drop=True)
+
+
+def ranked(board: pd.DataFrame, task: str, attack: str, utility: str, privacy: str,
+           majority: dict[str, dict[str, float]] | None = None, applicable: Applicable | None = None
+           ) -> pd.DataFrame:
+    """The ``wide`` rows of ``attack`` with ``advantage`` (the attack metric ``privacy`` on the one scale:
+    ``bench.results.worst_case.advantage`` against its random guess in the same cells), ``band``, ``frontier`` and
+    ``rank`` (``rank_rows``); with ``majority`` (``majority_by_config``), whether the utility beats the majority
+    class first. ``attack`` = ``WORST``: the worst-case rows of ``bench.results.worst_case.worst_case`` (with
+    ``applicable``, the attacks that apply to a setting: ``bench.engine.applicable.applicable_attacks``).
+    ``utility`` and ``privacy`` are full metric keys."""
+    up = direction(board)
+    if attack == WORST:
+        table = worst_case(board, task, utility, applicable)
+    else:
+        table = wide(board, task, attack)
+        if not table.empty:
+            reference = "random/" + privacy.split("/", 1)[1] if privacy.startswith("privacy/") else ""
+            metric = declared(privacy)
+            if privacy in table and reference in table and metric is not None:
+                table[ADVANTAGE] = [scaled_advantage(v, r, metric.low, metric.high, metric.higher_is_better)
+                                    for v, r in zip(table[privacy], table[reference])]
+            elif privacy in table:  # no guess to measure against (or an undeclared metric): no rank
+                table[ADVANTAGE] = math.nan
+            # cells that recorded no attack metric at all are ranked by utility, as cells without an attack
     if table.empty:
         return table
-    up = direction(board)
-    u = table[utility] if utility in table else pd.Series([None] * len(table))
-    p = table[privacy] if privacy in table else pd.Series([None] * len(table))
-    table["frontier"] = frontier_layers(list(u), list(p), up.get(utility, True), up.get(privacy, True))
-    reference = "random/" + privacy.split("/", 1)[1] if privacy.startswith("privacy/") else ""
-    if privacy in table and reference in table:
-        sign = 1.0 if up.get(privacy, True) else -1.0
-        table["advantage"] = sign * (table[privacy] - table[reference])
-    ranked_rows = table.assign(_layer=table["frontier"].replace(0, 10**6),
-                               _u=(u if up.get(utility, True) else -u) if utility in table else 0.0)
-    ranked_rows = ranked_rows.sort_values(["_layer", "_u"], ascending=[True, False], kind="stable")
-    ranked_rows.insert(0, "rank", range(1, len(ranked_rows) + 1))
-    return ranked_rows.drop(columns=["_layer", "_u"]).reset_index(drop=True)
+    if majority is not None and utility:
+        table = mark_utility_signal(table, majority, utility, up.get(utility, True))
+    return rank_rows(table, utility, up.get(utility, True))
 
 
 def display_columns(table: pd.DataFrame, board: pd.DataFrame, headline: str | None) -> pd.DataFrame:
@@ -222,7 +288,8 @@ def display_columns(table: pd.DataFrame, board: pd.DataFrame, headline: str | No
     privacy = sorted(m for m in metrics if m.startswith("privacy/"))
     random = sorted(m for m in metrics if m.startswith("random/"))
     several = bool((table["n"] > 1).any())
-    columns, titles = ["rank", "frontier", "defense", "defense_args"], {}
+    columns, titles = ["rank", "band", "frontier", "defense", "defense_args"], {}
+    table = table.assign(band=[band_label(b) for b in table["band"]]) if "band" in table else table
     for extra in ("source", "server_args", "attack_args", "encoder", "mode", "n_train"):
         if extra in table and table[extra].astype(str).nunique() > 1 or extra == "encoder":
             columns.append(extra)
@@ -234,9 +301,12 @@ def display_columns(table: pd.DataFrame, board: pd.DataFrame, headline: str | No
         if several and f"{metric} std" in table and metric in (headline, *privacy[:1]):
             columns.append(f"{metric} std")
             titles[f"{metric} std"] = f"{short(metric)} std"
-    if "advantage" in table:
-        columns.append("advantage")
-        titles["advantage"] = "advantage over random ↓ safer"
+    if ADVANTAGE in table:
+        columns.append(ADVANTAGE)
+        titles[ADVANTAGE] = "worst-case advantage ↓ safer" if "strongest" in table else "advantage ↓ safer"
+    columns += [c for c in ("strongest", "strongest_args", "attacked", "missing") if c in table]
+    titles.update({"strongest": "strongest attack", "strongest_args": "its arguments", "attacked": "attacks run",
+                   "missing": "missing attacks (incomplete)", "band": "band"})
     columns += random + ["n", "config_hash"]
     titles.update({m: column_title(m, up.get(m, True)) for m in random})
     titles.update({"n": "seeds", "defense_args": "arguments", "server_args": "server", "attack_args": "attack args"})
@@ -291,9 +361,21 @@ def _mean_std(mean, std, n, row_n=None) -> str:
 
 
 LEGEND = ("(means ± sample std over seeds, then the mean's 95% confidence interval, Student's t; a value without ± "
-          "is one seed). Rank = frontier layer on (headline utility, the attack's headline metric: the first it "
-          "declares), then utility; layer 1 is the Pareto frontier. Advantage = attack success minus the random guess "
-          "scored in the same cells, oriented so that positive means the attack beats a guess.")
+          "is one seed). Advantage puts every attack on one scale: (attack − random guess) / (best possible − random "
+          "guess) of its headline metric (the first it declares), mirrored where lower means more recovered, so 0 is "
+          "as good as guessing and 1 total recovery; below the guess it is 0 (the attacker can always guess). Rank = "
+          "utility at a stated advantage: settings are grouped into bands of advantage (≤ 0.05, ≤ 0.20, ≤ 0.50, "
+          "above 0.50), the most private band first, and ranked by headline utility within a band, so the top rows are "
+          "the most useful settings no attack beats by more than the band, and one that leaks everything is never "
+          "first however useful; settings whose utility does not beat the majority class follow all the others; a "
+          "row without a random guess has no advantage and no rank. Frontier = Pareto layer on (utility, advantage) "
+          "among the settings of the same encoder (1 = no setting on that encoder is at least as useful and as "
+          "private, and better on one); one frontier across encoders would compare the encoders.")
+WORST_LEGEND = ("The worst-case table gives each defense setting (the configuration without the attack: defense, "
+                "arguments, server, encoder, mode, sizes) its strongest attack's advantage, that attack named. A "
+                "setting that some attack applying to its release (bench list: the attacks that accept what it "
+                "releases on this task) did not attack is incomplete: the missing attacks are listed, its advantage "
+                "is only a lower bound, and it has no rank.")
 
 
 def task_order(board: pd.DataFrame) -> list[str]:
@@ -301,25 +383,26 @@ def task_order(board: pd.DataFrame) -> list[str]:
     return list(board.groupby("task")["config_hash"].nunique().sort_values(ascending=False, kind="stable").index)
 
 
-def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, float]] | None = None
-                  ) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
-    """Each attack of ``task`` (its name, "" for none), the ranked rows (``ranked``) and the table a reader sees:
-    rank, frontier, defense and arguments, the settings that vary, the sizes where they vary, the headline utility
-    (and, with ``majority`` (``majority_by_config``), whether it beats the majority class) and the attack's headline
-    metric (mean ± std [95% CI]), its random guess, the advantage and the seeds."""
+def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, float]] | None = None,
+                  applicable: Applicable | None = None) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
+    """The worst case of ``task`` (``WORST``) and then each of its attacks (its name, "" for none), the ranked rows
+    (``ranked``) and the table a reader sees: rank, band, frontier, defense and arguments, the settings that vary,
+    the sizes where they vary, the headline utility (and, with ``majority`` (``majority_by_config``), whether it
+    beats the majority class), the attack's headline metric (mean ± std [95% CI]) and its random guess, or in the
+    worst case the strongest attack and the missing ones, the advantage and the seeds."""
     up = direction(board)
     utility = headline_metrics(board).get(task)
     on_task = board[board["task"] == task]
-    for attack in sorted(on_task["attack"].unique()):
+    for attack in [WORST, *sorted(on_task["attack"].unique())]:
         rows = on_task[on_task["attack"] == attack]
         privacy = [m for m in rows.sort_values("order" if "order" in rows else "metric")["metric"].unique()
                    if m.startswith(f"privacy/{attack}/")]
-        table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "")
+        table = ranked(board, task, attack, utility or "", privacy[0] if privacy else "", majority, applicable)
         if table.empty:
             continue
-        if majority is not None and utility:
-            table = mark_utility_signal(table, majority, utility, up.get(utility, True))
-        out = pd.DataFrame({"rank": table["rank"], "frontier": table["frontier"].replace(0, ""),
+        out = pd.DataFrame({"rank": ["" if pd.isna(r) else int(r) for r in table["rank"]],
+                            "band": [band_label(b) for b in table["band"]],
+                            "frontier": table["frontier"].replace(0, ""),
                             "defense": table["defense"], "arguments": table["defense_args"]})
         for extra, title in (("server_args", "server"), ("attack_args", "attack args"), ("encoder", "encoder"),
                              ("mode", "mode")):
@@ -339,10 +422,27 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
             reference = "random/" + privacy[0].split("/", 1)[1]
             if reference in table:
                 out[f"random {short(reference)}"] = table[reference]
-            if "advantage" in table:
-                out["advantage"] = table["advantage"]
+        if ADVANTAGE in table:
+            out["worst-case advantage ↓ safer" if attack == WORST else "advantage ↓ safer"] = table[ADVANTAGE]
+        if attack == WORST:
+            out["strongest attack"] = table["strongest"]
+            out["missing attacks (incomplete)"] = table["missing"]
         out["seeds"] = table["n"].astype(int)
         yield attack, table, out
+
+
+def caption(attack: str) -> str:
+    """The sentence above a table that says what it ranks by, and why."""
+    bands = ", ".join(f"≤ {b:.2f}" for b in BANDS) + f", above {BANDS[-1]:.2f}"
+    if attack == WORST:
+        return (f"Each defense setting's strongest attack. Rank = utility within bands of worst-case advantage "
+                f"({bands}), most private first, so the top rows are the most useful settings no attack beats by more "
+                "than their band and a setting that leaks everything is never first; frontier per encoder; a setting "
+                "some applicable attack has not reached is incomplete and has no rank.")
+    if attack:
+        return (f"Rank = utility within bands of this attack's advantage ({bands}), most private first; frontier per "
+                "encoder.")
+    return "No attack: ranked by utility."
 
 
 MAJORITY_LEGEND = (" Beats majority: whether the mean utility beats answering the majority class (the records' "
@@ -350,15 +450,16 @@ MAJORITY_LEGEND = (" Beats majority: whether the mean utility beats answering th
                    "where the records have no such note.")
 
 
-def report(board: pd.DataFrame, source: str, majority: dict[str, dict[str, float]] | None = None) -> str:
+def report(board: pd.DataFrame, source: str, majority: dict[str, dict[str, float]] | None = None,
+           applicable: Applicable | None = None) -> str:
     """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
     and the attack's headline metric (mean ± std over seeds), its random guess and the advantage over it. With
     ``majority`` (``majority_by_config``), the utility is followed by whether it beats the majority class."""
-    lines = [f"Printed by `bench report` from the records in `{source}` {LEGEND}"
+    lines = [f"Printed by `bench report` from the records in `{source}` {LEGEND} {WORST_LEGEND}"
              + (MAJORITY_LEGEND if majority is not None else ""), ""]
     for task in task_order(board):
-        for attack, _, out in ranked_tables(board, task, majority):
-            lines += [f"### {task} · {attack or 'no attack'}", "", markdown_table(out), ""]
+        for attack, _, out in ranked_tables(board, task, majority, applicable):
+            lines += [f"### {task} · {attack or 'no attack'}", "", caption(attack), "", markdown_table(out), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -367,7 +468,8 @@ GENERATED = "<!-- printed by bench report: edits are overwritten -->"
 
 def report_pages(board: pd.DataFrame, source: str, command: str,
                  majority: dict[str, dict[str, float]] | None = None,
-                 known_limits: dict[str, list[str]] | None = None) -> dict[str, str]:
+                 known_limits: dict[str, list[str]] | None = None, applicable: Applicable | None = None
+                 ) -> dict[str, str]:
     """The board as pages (``{file name: Markdown}``): ``index.md``, the tasks with their attacks and counts, and
     one ``<task>.md`` per task with each attack's ranked table, its sizes and ``command`` (which regenerates the
     pages) above it, and below it the links to the known limits (``bench.results.limits``) of its components."""
@@ -376,13 +478,15 @@ def report_pages(board: pd.DataFrame, source: str, command: str,
         on_task = board[board["task"] == task]
         lines = [GENERATED, f"# {task}", "",
                  f"Ranked settings of every attack on `{task}`, printed by `{command}` from the records in `{source}` "
-                 f"{LEGEND}" + (MAJORITY_LEGEND if majority is not None else ""), ""]
+                 f"{LEGEND} {WORST_LEGEND}" + (MAJORITY_LEGEND if majority is not None else ""), ""]
         attacks = []
-        for attack, table, out in ranked_tables(board, task, majority):
+        for attack, table, out in ranked_tables(board, task, majority, applicable):
             attacks.append(attack or "no attack")
             lines += [f"## {task} · {attack or 'no attack'}", "",
-                      f"{_sizes_sentence(table)} Regenerate: `{command}`.", "", markdown_table(out), ""]
-            shown = [("task", task), *([("attack", attack)] if attack else []),
+                      f"{caption(attack)} {_sizes_sentence(table)} Regenerate: `{command}`.", "", markdown_table(out),
+                      ""]
+            named = dict.fromkeys(a for a in table["strongest"] if a) if attack == WORST else [attack] if attack else []
+            shown = [("task", task), *(("attack", a) for a in named),
                      *(("defense", d) for d in dict.fromkeys(table["defense"]))]
             if known_limits is not None and (linked := limits.links(shown, known_limits)):
                 lines += [linked, ""]
@@ -390,8 +494,8 @@ def report_pages(board: pd.DataFrame, source: str, command: str,
         index.append(f"| [{task}]({task}.md) | {', '.join(attacks)} | {on_task['config_hash'].nunique()} |")
     pages["index.md"] = "\n".join([
         GENERATED, "# Results", "",
-        f"Printed by `{command}` from the records in `{source}`: one page per task, one ranked table per attack "
-        f"{LEGEND}", "",
+        f"Printed by `{command}` from the records in `{source}`: one page per task, its worst case first, then one "
+        f"ranked table per attack {LEGEND} {WORST_LEGEND}", "",
         "| task | attacks | configurations |", "|---|---|---:|", *index, ""])
     return pages
 

@@ -59,9 +59,19 @@ def test_table_and_scatter(tmp_path, run_app):
     board_with_two_defenses(tmp_path)
     app = run_app(tmp_path)
     assert not app.exception
+    # the worst case opens: RSS alone does not cover what texthide and none release, so neither is ranked
+    assert selectbox(app.sidebar, "attack").value == "worst case"
+    worst = app.dataframe[0].value.set_index("defense")
+    assert worst["rank"].isna().all() and worst.loc["texthide", "strongest attack"] == "rss"
+    assert worst.loc["texthide", "missing attacks (incomplete)"] == "gradient-matching, reprecon"
+    assert worst.loc["none", "worst-case advantage ↓ safer"] == pytest.approx(1.0)
+    assert "as good as guessing" in chart_data(app.get("vega_lite_chart")[0])
+    selectbox(app.sidebar, "attack").set_value("rss").run()
     table = app.dataframe[0].value
     assert set(table["defense"]) == {"none", "texthide"}
-    assert list(table["rank"]) == [1, 2] and list(table["frontier"]) == [1, 1]  # each wins on one axis
+    # texthide keeps RSS at its guess (band ≤ 0.05) and ranks first; none leaks everything however useful
+    assert list(table["defense"]) == ["texthide", "none"] and list(table["rank"]) == [1, 2]
+    assert list(table["frontier"]) == [1, 1]  # each wins on one axis
     assert "accuracy ↑" in table.columns and "rss identity ↓ safer" in table.columns  # numeric, with directions
     assert list(table.columns).index("accuracy ↑") < list(table.columns).index("rss identity ↓ safer")  # utility first
     assert table["accuracy ↑"].dtype.kind == "f" and set(table["seeds"]) == {2}
@@ -114,6 +124,7 @@ def test_headline_metric_directions_and_mock_encoders(tmp_path, run_app):
     app = run_app(tmp_path)
     assert not app.exception
     assert selectbox(app, "utility metric").value == "utility/mcc"
+    selectbox(app.sidebar, "attack").set_value("gradient-matching").run()
     table = app.dataframe[0].value
     assert set(table["encoder"]) == {"minilm"} and "gradient-matching mse ↑ safer" in table.columns
     spec = app.get("vega_lite_chart")[0].proto.spec

@@ -6,6 +6,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bench.cli.main import app
+from bench.engine.applicable import applicable_attacks
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.store import ResultStore
 from bench.results.views import BEGIN, END, GENERATED, frontier_layers, majority_by_config, report, splice
@@ -24,15 +25,20 @@ def test_frontier_layers_follow_each_metric_direction():
 def test_report_ranks_with_mean_std_and_random(tmp_path):
     board_with_two_defenses(tmp_path)
     records, _ = ResultStore(tmp_path).read()
-    text = report(aggregate(seed_frame(records), with_order=True), "here/")
-    assert "### sst2 · rss" in text and "| rank | frontier | defense |" in text
-    assert ("| 1 | 1 | none |  | 0.800 ± 0.000 [0.800, 0.800] | 1.000 ± 0.000 [1.000, 1.000] | 0.010 | 0.990 | 2 |"
-            in text)
-    # two seeds: t(0.975, 1) = 12.71, so the interval of the mean is wide
-    assert ("| 2 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | 0.000 ± 0.000 [0.000, 0.000] | 0.010 "
-            "| -0.010 | 2 |" in text)
+    text = report(aggregate(seed_frame(records), with_order=True), "here/", applicable=applicable_attacks)
+    assert "### sst2 · rss" in text and "| rank | band | frontier | defense |" in text
+    assert text.index("### sst2 · worst case") < text.index("### sst2 · rss")  # the worst case first
+    # none leaks everything: advantage (1 - 0.01) / (1 - 0.01) = 1, the last band, after the private setting
+    assert ("| 2 | above 0.50 | 1 | none |  | 0.800 ± 0.000 [0.800, 0.800] | 1.000 ± 0.000 [1.000, 1.000] | 0.010 "
+            "| 1.000 | 2 |" in text)
+    # two seeds: t(0.975, 1) = 12.71, so the interval of the mean is wide; below its guess, the advantage is 0
+    assert ("| 1 | ≤ 0.05 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | 0.000 ± 0.000 [0.000, 0.000] "
+            "| 0.010 | 0.000 | 2 |" in text)
+    # in the worst case, texthide was not attacked by every attack on sentence representations: no rank, no frontier
+    assert ("|  | ≤ 0.05 |  | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | 0.000 | rss "
+            "| gradient-matching, reprecon | 2 |" in text)
     single = report(aggregate(seed_frame([r for r in records if r.seed == 0]), with_order=True), "here/")
-    assert "| 2 | 1 | texthide | m=256,k=4 | 0.500 | 0.000 | 0.010 | -0.010 | 1 |" in single  # one seed: no ±
+    assert "| 1 | ≤ 0.05 | 1 | texthide | m=256,k=4 | 0.500 | 0.000 | 0.010 | 0.000 | 1 |" in single  # no ±
 
 
 def test_out_replaces_only_the_marked_block(tmp_path):
@@ -60,7 +66,7 @@ def test_pages_write_one_page_per_task_with_the_command_above_each_table(tmp_pat
     command = f"bench report --results-dir {(tmp_path / 'board').as_posix()} --pages {pages.as_posix()}"
     assert page.startswith(GENERATED) and "## sst2 · rss" in page
     assert f"Cells of 10 training and 5 evaluation examples. Regenerate: `{command}`." in page
-    assert "| 2 | 1 | texthide | m=256,k=4 |" in page and "[sst2](sst2.md)" in (pages / "index.md").read_text()
+    assert "| 1 | ≤ 0.05 | 1 | texthide | m=256,k=4 |" in page and "[sst2](sst2.md)" in (pages / "index.md").read_text()
     assert not (pages / "reproduction").exists() or not list((pages / "reproduction").glob("*.md"))
     both = runner.invoke(app, ["report", "--results-dir", str(tmp_path / "board"), "--pages", str(pages),
                                "--out", str(tmp_path / "x.md")])
@@ -91,9 +97,10 @@ def test_report_marks_utility_that_does_not_beat_the_majority_class(tmp_path):
                             notes={"majority_utility": {"accuracy": 0.58}}) for seed in range(2)]
     board = aggregate(seed_frame(records), with_order=True)
     text = report(board, "here/", majority_by_config((r.config_hash, r.notes) for r in records))
-    assert "| beats majority |" in text.splitlines()[4]
-    assert "| 1 | 1 | none |  | 0.800 ± 0.000 [0.800, 0.800] | yes |" in text
-    assert "| 2 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | no (0.580) |" in text
+    assert "| beats majority |" in text.splitlines()[6]  # the worst case's header, below its caption
+    # texthide's advantage is 0, but its utility carries no signal: it follows the useful setting
+    assert "| 1 | above 0.50 | 1 | none |  | 0.800 ± 0.000 [0.800, 0.800] | yes |" in text
+    assert "| 2 | ≤ 0.05 | 1 | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | no (0.580) |" in text
 
 
 def test_bench_report_reads_the_majority_class_from_the_records(tmp_path):

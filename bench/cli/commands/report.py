@@ -1,4 +1,4 @@
-"""``bench report``: the ranked privacy-utility tables, printed or written as the docs' pages."""
+"""``bench report``: the ranked privacy-utility tables (the worst case first), printed or written as the docs' pages."""
 
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ def report(
                                          "writes are removed."),
     results_dir: Optional[Path] = ResultsOption,
 ) -> None:
-    """Print the ranked privacy-utility tables of every task and attack from the records (Markdown), or write them as
-    pages: bench report --results-dir results --pages docs/results regenerates the docs' results pages."""
+    """Print the ranked privacy-utility tables from the records (Markdown): per task, each defense setting's worst
+    case (its strongest attack), then every attack's; or write them as pages: bench report --results-dir results
+    --pages docs/results regenerates the docs' results pages."""
+    from bench.engine.applicable import applicable_attacks
     from bench.results.leaderboard import aggregate, seed_frame
     from bench.results.views import majority_by_config, splice
     from bench.results.views import report as render
@@ -46,7 +48,7 @@ def report(
         out.print(f"wrote {written} pages of {len(records)} records to {plain(pages)}", highlight=False)
         return
     board = aggregate(seed_frame(records), with_order=True)
-    text = render(board, source, majority_by_config((r.config_hash, r.notes) for r in records))
+    text = render(board, source, majority_by_config((r.config_hash, r.notes) for r in records), applicable_attacks)
     if out_path is None:
         print(text, end="")
         return
@@ -64,6 +66,7 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     import yaml
 
     from bench.core.versions import component_versions
+    from bench.engine.applicable import applicable_attacks
     from bench.reproduction.deniability import deniability_markdown
     from bench.reproduction.reproduce import definitions, reproduction_pages
     from bench.results import limits
@@ -91,7 +94,7 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
         if isinstance(mapping, dict) and mapping.get("not_mapped"):
             unmapped[path.stem] = str(mapping["not_mapped"])
     reproduced = reproduction_pages(reports, source, command, unmapped) if reports else {}
-    generated = report_pages(board, source, command, majority, known)
+    generated = report_pages(board, source, command, majority, known, applicable_attacks)
     generated[limits.PAGE] = limits.page(command, known, awaiting)
     analyses = sorted((root / "analysis").glob("deniability-*.json"))
     if analyses:
