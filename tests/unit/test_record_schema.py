@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.options import Adaptation, Pretraining, TrainingConfig
+from bench.core.options import Adaptation, AdaptedPrivateTraining, Pretraining, PrivateTraining, TrainingConfig
 from bench.core.spec import RunSpec
 from bench.results.notes import SCHEMA, SchemaError, check, markdown, problems
 from bench.results.record import ResultRecord
@@ -32,7 +32,7 @@ def test_every_committed_spec_rebuilds_typed_and_writes_back_what_is_stored():
     for stored, record in committed():
         spec = record.run_spec
         assert type(spec.training) is TrainingConfig
-        assert spec.server is None or type(spec.server) in (Adaptation, Pretraining)
+        assert spec.server is None or type(spec.server) in (Adaptation, Pretraining, PrivateTraining, AdaptedPrivateTraining)
         written = spec.to_dict()
         # what a record stores is what the typed spec writes back (older records lack precision and server)
         assert {k: v for k, v in written.items() if k in record.spec} == record.spec

@@ -36,7 +36,7 @@ def test_report_ranks_with_mean_std_and_random(tmp_path):
             "| 0.010 | 0.000 | 2 |" in text)
     # in the worst case, texthide was not attacked by every attack on sentence representations: no rank, no frontier
     assert ("|  | ≤ 0.05 |  | texthide | m=256,k=4 | 0.550 ± 0.071 [-0.085, 1.185] | 0.000 | rss "
-            "| gradient-matching, reprecon | 2 |" in text)
+            "| abs-rss, embedding-inversion, gradient-matching, membership, reprecon | 2 |" in text)
     single = report(aggregate(seed_frame([r for r in records if r.seed == 0]), with_order=True), "here/")
     assert "| 1 | ≤ 0.05 | 1 | texthide | m=256,k=4 | 0.500 | 0.000 | 0.010 | 0.000 | 1 |" in single  # no ±
 

@@ -39,8 +39,8 @@ def test_advantage_is_undefined_without_room_or_reference():
 
 
 def test_the_applicable_attacks_come_from_what_the_defense_releases_on_the_task():
-    assert applicable_attacks("sst2", "texthide") == ("gradient-matching", "reprecon", "rss")
-    assert applicable_attacks("sst2", "dchi-token") == ("inversion",)
+    assert applicable_attacks("sst2", "texthide") == ("abs-rss", "embedding-inversion", "gradient-matching", "membership", "reprecon", "rss")
+    assert applicable_attacks("sst2", "dchi-token") == ("inversion", "membership")
     assert "span-recovery" not in applicable_attacks("sst2", "dchi-text")  # sst2 declares no sensitive spans
     assert "span-recovery" in applicable_attacks("conll2003", "dchi-text")
     assert applicable_attacks("sst2", "no-such-defense") is None
@@ -72,14 +72,17 @@ def test_a_setting_takes_its_strongest_attack_and_is_incomplete_without_every_ap
         cell("a3", "texthide", "m=16,k=4", "gradient-matching", 0.70, 0.10, 0.0),
         cell("b1", "texthide", "m=256,k=4", "rss", 0.72, 0.0, 0.0),
     )
-    table = worst_case(frame, "sst2", "utility/accuracy", applicable_attacks).set_index("defense_args")
+    def applicable(*setting):  # the attacks of a board before abs-rss, embedding inversion and membership
+        return ("gradient-matching", "reprecon", "rss")
+
+    table = worst_case(frame, "sst2", "utility/accuracy", applicable).set_index("defense_args")
     full = table.loc["m=16,k=4"]
     assert full["strongest"] == "reprecon" and full["advantage"] == pytest.approx(0.30)
     assert bool(full["complete"]) and full["missing"] == ""
     assert full["utility/accuracy"] == 0.79  # the setting's cell with the most seeds
     part = table.loc["m=256,k=4"]
     assert not part["complete"] and part["missing"] == "gradient-matching, reprecon"
-    ranks = ranked(frame, "sst2", WORST, "utility/accuracy", "", None, applicable_attacks)
+    ranks = ranked(frame, "sst2", WORST, "utility/accuracy", "", None, applicable)
     ranks = ranks.set_index("defense_args")["rank"]
     assert ranks["m=16,k=4"] == 1 and pd.isna(ranks["m=256,k=4"])
 
@@ -133,7 +136,7 @@ def test_the_worst_case_table_comes_first_and_names_the_missing_attacks():
     names = [(attack, out) for attack, _, out in ranked_tables(frame, "sst2", None, applicable_attacks)]
     assert [a for a, _ in names] == [WORST, "rss"]
     worst = names[0][1]
-    assert worst["missing attacks (incomplete)"].iloc[0] == "gradient-matching, reprecon"
+    assert worst["missing attacks (incomplete)"].iloc[0] == "abs-rss, embedding-inversion, gradient-matching, membership, reprecon"
     assert worst["rank"].iloc[0] == "" and worst["strongest attack"].iloc[0] == "rss"
 
 
