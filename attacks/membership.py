@@ -93,9 +93,9 @@ class Membership(Attack):
     version: ClassVar[str] = "1"
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.MODEL,)
     metrics: ClassVar[tuple[Metric, ...]] = (
+        Metric("tpr_at_fpr_1pct", True, "true-positive rate at 1% false-positive rate (the headline)"),
         Metric("auc", True, "area under the ROC of member vs non-member scores (0.5: chance)"),
         Metric("tpr_at_fpr_0_1pct", True, "true-positive rate at 0.1% false-positive rate (Carlini et al.'s headline)"),
-        Metric("tpr_at_fpr_1pct", True, "true-positive rate at 1% false-positive rate"),
         Metric("advantage", True, "membership advantage: the largest TPR - FPR over thresholds (Yeom et al.)"),
         Metric("epsilon_lower", True, "empirical ε lower bound from Clopper-Pearson TPR/FPR at the best threshold",
                0.0, float("inf")),

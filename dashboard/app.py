@@ -38,13 +38,14 @@ from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
 from dashboard.charts import YOURS, scatter
 from dashboard.deniability import render_deniability
 from dashboard.markdown import literal
+from dashboard.one_scale import render_one_scale
 from dashboard.reproduction import render_reproduction
 from dashboard.sweeps import sweep_chart, sweeps
 
 PUBLISHED = published_results_dir().resolve()  # the checkout's committed board
 SCOPES = {YOURS: "yours", "published": "published"}  # a source's name in widget keys and the URL
 TEXT_COLUMNS = ("arguments", "server", "attack args")  # shown whole: settings can differ only at their end
-VIEWS = ["Privacy vs utility", "Sweeps", "Adaptation"]
+VIEWS = ["Privacy vs utility", "Sweeps", "Adaptation", "One scale"]
 
 
 def _stamp(root: Path) -> tuple:
@@ -186,7 +187,7 @@ def load_sources(key: tuple) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict, li
 
 def leaderboard(root: Path, beside: bool) -> None:
     """Filters (kept per source and task), then one view: privacy against utility with the ranked table and
-    provenance, sweeps or adaptation."""
+    provenance, sweeps, adaptation or every family on one scale."""
     shown_sources = ((YOURS, root), ("published", PUBLISHED)) if beside else ((source_name(root), root),)
     key = tuple((name, str(path), _stamp(Path(path))) for name, path in shown_sources)
     board, seeds, raw, _, problems = load_sources(key)
@@ -235,6 +236,8 @@ def leaderboard(root: Path, beside: bool) -> None:
         render_sweeps(task, busiest if attack == WORST else attack, cache_key, where)
     elif view == "Adaptation":
         render_adaptation(shown, seeds, task)
+    elif view == "One scale":
+        render_one_scale(shown, task, headline_metrics(board).get(task), applicable_attacks)
     else:
         privacy_view(shown, board, seeds, raw, task, attack, cache_key, where)
 

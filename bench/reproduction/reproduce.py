@@ -385,6 +385,19 @@ def _curve(records: list[ResultRecord], select: dict[str, Any], over: str, metri
     return {v: c for v, c in cells.items() if c.mean is not None}
 
 
+def bracketing(points: list[tuple[float, Any]], target: float
+               ) -> tuple[tuple[float, Any], tuple[float, Any], float] | None:
+    """The two neighbouring ``(privacy, key)`` points of a curve sorted by privacy that bracket ``target``, and
+    ``target``'s weight between them (0 at the first); None when ``target`` lies outside the curve (never
+    extrapolated)."""
+    if not points or not points[0][0] <= target <= points[-1][0]:
+        return None
+    for (p0, v0), (p1, v1) in zip(points, points[1:] + points[-1:]):
+        if p0 <= target <= p1:
+            break
+    return (p0, v0), (p1, v1), 0.0 if p1 == p0 else (target - p0) / (p1 - p0)
+
+
 def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float | None) -> Cell:
     """Our metric interpolated at the paper's privacy level ``target`` along our sweep of ``match.over``."""
     match = row["match"]
@@ -396,15 +409,13 @@ def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float
     points = sorted((privacy[v].mean, v) for v in utility if v in privacy)
     if not points:
         return Cell(note=f"no records of the {over} sweep")
-    low, high = points[0][0], points[-1][0]
-    if not low <= target <= high:
+    bracket = bracketing(points, target)
+    if bracket is None:
+        low, high = points[0][0], points[-1][0]
         return Cell(note=f"{by.rsplit('/', 1)[-1]} {target:.3f} outside our range [{low:.3f}, {high:.3f}] "
                          f"({over} {', '.join(f'{v:g}' for _, v in sorted(points, key=lambda p: p[1]))})")
-    for (p0, v0), (p1, v1) in zip(points, points[1:] + points[-1:]):
-        if p0 <= target <= p1:
-            break
+    (p0, v0), (p1, v1), weight = bracket
     a, b = utility[v0], utility[v1]
-    weight = 0.0 if p1 == p0 else (target - p0) / (p1 - p0)
     seeds = sorted(set(a.seeds) & set(b.seeds))
     setting = {**a.setting, "config_hash": sorted({a.setting["config_hash"], b.setting["config_hash"]}), over: [v0, v1]}
     where = (f"at {by.rsplit('/', 1)[-1]} {target:.3f}: interpolated between {over} {v0:g} ({p0:.3f}) and "

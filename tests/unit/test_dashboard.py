@@ -695,3 +695,25 @@ def test_bench_dashboard_opens_your_runs_beside_the_published_board(tmp_path, mo
     assert not app.exception
     assert app.sidebar.radio(key="source").value.startswith("your runs") and app.sidebar.checkbox(key="beside").value
     assert "beside" not in app.query_params  # the default stays out of the URL
+
+
+def test_one_scale_view(tmp_path, run_app):
+    """The one-scale view draws one line per family and reads utility at matched membership success."""
+    from tests.unit.test_one_scale import membership_record
+
+    store = ResultStore(tmp_path)
+    rows = [("none", {}, {"dp_epsilon": 1.0}, 0.02, 0.6), ("none", {}, {"dp_epsilon": 8.0}, 0.3, 0.7),
+            ("dchi-token", {"eta": 10.0}, None, 0.1, 0.55), ("dchi-token", {"eta": 100.0}, None, 0.3, 0.7)]
+    for i, row in enumerate(rows):
+        store.append(membership_record(0, *row, config_hash=f"h{i}"))
+    summarize(store)
+    app = run_app(tmp_path)
+    app.radio(key="view").set_value("One scale").run()
+    assert not app.exception
+    assert any("One scale on sst2" in header.value for header in app.subheader)
+    data = chart_data(app.get("vega_lite_chart")[0])
+    assert "dp-sgd" in data and "dchi-token" in data  # one line per family
+    app.radio(key="onescale:sst2").set_value("membership TPR at 1% FPR").run()
+    matched_table = app.dataframe[0].value.set_index("family")
+    assert matched_table.loc["dchi-token", "accuracy at 0.25"] == pytest.approx(0.6625)  # (0.1, .55)..(0.3, .7)
+    assert pd.isna(matched_table.loc["dp-sgd", "accuracy at 0.5"])  # beyond the curve: blank

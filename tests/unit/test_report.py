@@ -61,7 +61,8 @@ def test_pages_write_one_page_per_task_with_the_command_above_each_table(tmp_pat
     (pages / "mine.md").write_text("# a page of the user's own\n")
     result = runner.invoke(app, ["report", "--results-dir", str(tmp_path / "board"), "--pages", str(pages)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in pages.glob("*.md")) == ["index.md", "known-limits.md", "mine.md", "sst2.md"]
+    assert sorted(p.name for p in pages.glob("*.md")) == [
+        "index.md", "known-limits.md", "mine.md", "one-scale.md", "sst2.md"]
     page = (pages / "sst2.md").read_text()
     command = f"bench report --results-dir {(tmp_path / 'board').as_posix()} --pages {pages.as_posix()}"
     assert page.startswith(GENERATED) and "## sst2 · rss" in page

@@ -69,10 +69,10 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     from bench.engine.applicable import applicable_attacks
     from bench.reproduction.deniability import deniability_markdown
     from bench.reproduction.reproduce import definitions, reproduction_pages
-    from bench.results import limits
+    from bench.results import limits, one_scale
     from bench.results.leaderboard import aggregate, seed_frame
     from bench.results.record import superseded
-    from bench.results.views import GENERATED, majority_by_config, report_pages
+    from bench.results.views import GENERATED, headline_metrics, majority_by_config, report_pages
 
     board = aggregate(seed_frame(records), with_order=True)
     majority = majority_by_config((r.config_hash, r.notes) for r in records)
@@ -96,6 +96,11 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     reproduced = reproduction_pages(reports, source, command, unmapped) if reports else {}
     generated = report_pages(board, source, command, majority, known, applicable_attacks)
     generated[limits.PAGE] = limits.page(command, known, awaiting)
+    scale = one_scale.page(board, source, command, headline_metrics(board), applicable_attacks)
+    if scale is not None:
+        generated[one_scale.PAGE] = scale
+        generated["index.md"] += (f"\nEvery defense family side by side, utility against membership inference, the "
+                                  f"worst case and formal ε: [One scale]({one_scale.PAGE}).\n")
     analyses = sorted((root / "analysis").glob("deniability-*.json"))
     if analyses:
         generated["deniability.md"] = "\n".join([
