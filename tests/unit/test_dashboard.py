@@ -717,3 +717,19 @@ def test_one_scale_view(tmp_path, run_app):
     matched_table = app.dataframe[0].value.set_index("family")
     assert matched_table.loc["dchi-token", "accuracy at 0.25"] == pytest.approx(0.6625)  # (0.1, .55)..(0.3, .7)
     assert pd.isna(matched_table.loc["dp-sgd", "accuracy at 0.5"])  # beyond the curve: blank
+
+
+def test_an_attack_view_opens_on_its_declared_headline(tmp_path, run_app):
+    """Membership's view opens on TPR at 1% FPR, its declared headline: a record is read in the declared order,
+    whatever order it was written in (AUC first here)."""
+    from tests.unit.test_one_scale import membership_record
+
+    store = ResultStore(tmp_path)
+    record = membership_record(0, "none", {}, None, 0.1, 0.7, config_hash="h0")
+    auc_first = {"privacy/membership/auc": 0.6, **{k: v for k, v in record.metrics.items() if "/auc" not in k}}
+    store.append(record.model_copy(update={"metrics": auc_first}))
+    summarize(store)
+    app = run_app(tmp_path)
+    selectbox(app.sidebar, "attack").set_value("membership").run()
+    assert not app.exception
+    assert selectbox(app, "attack metric").value == "privacy/membership/tpr_at_fpr_1pct"
