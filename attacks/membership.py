@@ -108,7 +108,7 @@ class Membership(Attack):
     shadows: int = within(16, "[2, 4096]")  # shadow models (LiRA); the paper's figures use 256
     queries: int = within(1, "[1, 1024]")  # fresh queries per candidate, their φ averaged
     fixed_variance: bool = True  # one global variance (the paper's choice below 64 shadows), else per example
-    delta: float | None = None  # δ of the ε bound; None: 1/n, n the server's training examples
+    delta: float | None = within(None, "[0, 1)")  # δ of the ε bound; None: 1/n, n the server's training examples
     confidence: float = within(0.95, "(0, 1)")  # level of each Clopper-Pearson interval
     canaries: int = within(100, "[0, 1e6]")  # canaries of the one-run audit (0: no audit, its ε reads 0)
     audit_in: int = within(10, "[0, 1e6]")  # the audit's "in" guesses: the canaries of lowest loss

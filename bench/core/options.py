@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
-from bench.core.params import allows_infinity, component_args, require, within
+from bench.core.params import component_args, require, within
 
 MODES = ("frozen", "finetune")  # frozen: cached features, head only; finetune: the encoder trains too
 ACTIVATIONS = ("relu", "tanh")
@@ -87,9 +87,8 @@ class PrivateTraining:
     """DP-SGD (Abadi et al. 2016, ``bench.models.dp_sgd``): the server trains its head with per-example clipping,
     Poisson sampling and Gaussian noise calibrated to a target (epsilon, delta) by Opacus' accountant."""
 
-    dp_epsilon: float | None = allows_infinity(None)  # DP-SGD's target epsilon over training; inf: non-private
-
-    dp_delta: float | None = None  # its target delta; empty = 1 / (training examples)
+    dp_epsilon: float | None = within(None, "(0, 1e4]", infinite=True)  # DP-SGD's target epsilon; inf: non-private
+    dp_delta: float | None = within(None, "(0, 1)")  # its target delta; empty = 1 / (training examples)
     dp_clip: float = within(1.0, "(0, 1e6]")  # per-example gradient clipping norm (L2)
     dp_accountant: str = "prv"  # Opacus accountant that finds the noise and reports epsilon: prv or rdp
 

@@ -72,14 +72,16 @@ def parse_range(text: str) -> Range:
     return Range(low, high, match.group(1) == "(", match.group(4) == ")", text.strip())
 
 
-def within(default: Any, interval: str, *, later: bool = False) -> Any:
+def within(default: Any, interval: str, *, later: bool = False, infinite: bool = False) -> Any:
     """Declare a numeric parameter (a dataclass field with this default) and the interval in which its mechanism
     is numerically meaningful, e.g. ``eps: float = within(14.0, "(0, 1e30]")``; ``build_component`` refuses a value
-    outside it before anything runs. ``later=True`` also marks it ``added_later``."""
+    outside it before anything runs. ``later=True`` also marks it ``added_later``; ``infinite=True`` also admits
+    inf (as ``allows_infinity``). A default of None or a word (``auto``) stands outside the range."""
     interval_ = parse_range(interval)
-    if not isinstance(default, str) and default not in interval_:
+    if default is not None and not isinstance(default, str) and default not in interval_:
         raise ValueError(f"default {default!r} lies outside its range {interval}")
-    metadata = {"range": interval_, **({"added_later": True} if later else {})}
+    metadata = {"range": interval_, **({"added_later": True} if later else {}),
+                **({"allows_infinity": True} if infinite else {})}
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -94,6 +96,8 @@ def check_ranges(owner: str, instance: Any) -> None:
         interval = declared_range(field)
         value = getattr(instance, field.name)
         if interval is None or isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+            continue
+        if math.isinf(value) and field.metadata.get("allows_infinity"):
             continue
         if value not in interval:
             shown = f"{value:g}" if isinstance(value, float) else str(value)
@@ -125,7 +129,9 @@ def _convert(owner: str, name: str, value: Any, annotation: Any, allow_inf: bool
             for option in options:
                 try:
                     return _coerce(owner, name, value, option, allow_inf)
-                except BenchError:
+                except BenchError as error:
+                    if option is float and "finite" in str(error):
+                        raise  # "nan" or "inf" is a number out of bounds, not a word
                     continue
             kinds = " or ".join(getattr(o, "__name__", str(o)) for o in options)
             raise BenchError(f"{owner} parameter {name} must be {kinds}, got {value!r}.")

@@ -44,7 +44,11 @@ def client_token_ids(encoder, texts) -> list[np.ndarray]:
     """What a client sends: each text's regular WordPiece ids, and [MASK] where a span defense wrote it (the
     other special tokens, [UNK] among them, are never inputs)."""
     released = released_token_ids(encoder.tokenizer)
-    return [ids[np.isin(ids, released)] for ids in encoder.token_ids(list(texts))]
+    sentences = encoder.token_ids(list(texts))
+    size = max([int(released.max(initial=-1)) + 1] + [int(ids.max(initial=-1)) + 1 for ids in sentences])
+    kept = np.zeros(size, dtype=bool)  # a lookup table: one pass per sentence, not a set search
+    kept[released] = True
+    return [ids[kept[ids]] for ids in sentences]
 
 
 def _split(flat: np.ndarray, lengths: list[int]) -> list[np.ndarray]:

@@ -84,6 +84,7 @@ from typing import Any, Iterable
 
 from bench.core.errors import BenchError
 from bench.core.files import atomic_writer
+from bench.results.curves import bracketing
 from bench.results.leaderboard import ci95_half_width
 from bench.results.record import ResultRecord, current
 from bench.results.store import published_results_dir
@@ -383,19 +384,6 @@ def _curve(records: list[ResultRecord], select: dict[str, Any], over: str, metri
             by_value.setdefault(float(value), []).append(record)
     cells = {v: summarize_cell(rs, metric) for v, rs in by_value.items()}
     return {v: c for v, c in cells.items() if c.mean is not None}
-
-
-def bracketing(points: list[tuple[float, Any]], target: float
-               ) -> tuple[tuple[float, Any], tuple[float, Any], float] | None:
-    """The two neighbouring ``(privacy, key)`` points of a curve sorted by privacy that bracket ``target``, and
-    ``target``'s weight between them (0 at the first); None when ``target`` lies outside the curve (never
-    extrapolated)."""
-    if not points or not points[0][0] <= target <= points[-1][0]:
-        return None
-    for (p0, v0), (p1, v1) in zip(points, points[1:] + points[-1:]):
-        if p0 <= target <= p1:
-            break
-    return (p0, v0), (p1, v1), 0.0 if p1 == p0 else (target - p0) / (p1 - p0)
 
 
 def matched_cell(records: list[ResultRecord], row: dict[str, Any], target: float | None) -> Cell:

@@ -13,7 +13,7 @@ A *family* is a defense with everything fixed but the argument it sweeps (``eta`
 
 Utility at matched attack success: along a family's curve (its settings sorted by a privacy axis), utility is
 interpolated linearly at fixed levels of attack success between the two settings that bracket each level
-(``bench.reproduction.reproduce.bracketing``, as ``bench reproduce`` reads utility at a paper's privacy level). A
+(``bench.results.curves.bracketing``, as ``bench reproduce`` reads utility at a paper's privacy level). A
 level outside the family's curve is left blank: never extrapolated.
 """
 
@@ -23,7 +23,7 @@ import math
 
 import pandas as pd
 
-from bench.reproduction.reproduce import bracketing
+from bench.results.curves import bracketing
 from bench.results.views import GENERATED, args_sort_key, markdown_table, number, parse_args, task_order
 from bench.results.worst_case import SETTING, Applicable, worst_case
 

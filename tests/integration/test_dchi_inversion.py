@@ -13,7 +13,7 @@ from bench.engine.runner import make_spec, run_cell
 
 from .conftest import defense_release
 
-SLICE = {"task": "sst2", "n_train": 1000, "n_eval": 300, "training_args": "epochs=30"}
+SLICE = {"task": "sst2", "n_train": 1000, "n_eval": 150, "training_args": "epochs=30"}
 ETAS = (10.0, 60.0, 1000.0)
 # nothing here reads the Bayesian guess, whose d_chi-text channel estimate (trials mechanism runs per candidate
 # input, at least 40,000 by default) was half of each cell's time: a coarse one keeps the path running, and

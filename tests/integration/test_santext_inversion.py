@@ -14,7 +14,7 @@ from bench.engine.runner import make_spec, run_cell
 
 from .conftest import defense_release
 
-SLICE = {"task": "sst2", "n_train": 1000, "n_eval": 300, "training_args": "epochs=30"}
+SLICE = {"task": "sst2", "n_train": 1000, "n_eval": 150, "training_args": "epochs=30"}
 EPS = (4.0, 14.0, 40.0)
 
 

@@ -82,7 +82,10 @@ def app(tmp_path, monkeypatch):
 
 def test_headings_render_names_literally(app):
     headings = [rendered(header.value) for header in app.subheader]
-    assert f"{ATTACK}: privacy against utility on {TASK}" in headings
+    assert f"Worst case: privacy against utility on {TASK}" in headings  # the default view
+    next(box for box in app.sidebar.selectbox if box.label == "attack").set_value(ATTACK).run()
+    assert not app.exception
+    assert f"{ATTACK}: privacy against utility on {TASK}" in [rendered(header.value) for header in app.subheader]
     app.radio(key="view").set_value("Sweeps").run()
     assert not app.exception
     assert f"Privacy parameter sweeps on {TASK}" in [rendered(header.value) for header in app.subheader]

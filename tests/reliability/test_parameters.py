@@ -4,6 +4,7 @@ arguments only with an attack."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import typing
 
@@ -62,8 +63,21 @@ def test_there_are_float_parameters_to_check():
 @pytest.mark.parametrize("cls, name", FLOAT_FIELDS, ids=[f"{c.__name__}.{n}" for c, n in FLOAT_FIELDS])
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "Infinity", float("nan"), float("inf")])
 def test_every_float_parameter_must_be_finite(cls, name, value):
+    field = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if field.metadata.get("allows_infinity") and not math.isnan(float(value)):
+        return  # an infinity it documents (test_a_field_may_document_infinity); NaN is still refused
     with pytest.raises(BenchError, match=f"{name} must be a finite number"):
         build_component(cls, {name: value})
+
+
+def test_an_infinity_a_field_documents_is_taken_or_refused_in_its_own_words():
+    from bench.engine.server_options import ServerOptions
+
+    assert build_component(ServerOptions, "dp_epsilon=inf").dp_epsilon == float("inf")
+    with pytest.raises(BenchError, match="dp_epsilon must be positive"):
+        build_component(ServerOptions, "dp_epsilon=-inf")
+    with pytest.raises(BenchError, match="dp_epsilon must lie in"):
+        build_component(ServerOptions, "dp_epsilon=1e9")
 
 
 def test_a_field_may_document_infinity():

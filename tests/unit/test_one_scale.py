@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from bench.reproduction.reproduce import bracketing
+from bench.results.curves import bracketing
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.one_scale import matched, page, settings
 from tests.unit.test_store import make_record
