@@ -30,6 +30,29 @@ def _share_the_cores_between_workers() -> None:
 _share_the_cores_between_workers()
 
 COMMITTED_RESULTS = Path(__file__).resolve().parents[1] / "results"
+TEST_MLM_STEPS = 200  # the most optimizer steps a test may train the offline MLM for (its full recipe: minutes)
+
+
+@pytest.fixture(autouse=True)
+def _offline_mlm_at_a_test_budget(monkeypatch):
+    """A test builds the offline MLM (``minilm-mlm``, NDD's, DP-MLM's, span recovery's) only at a test's budget: the
+    smoke budget (``make_spec(smoke=True)``, ``bench.core.smoke.smoke_budget()``) or ``minilm-mlm@N`` with a small N.
+    The full recipe takes minutes on two cores, so a test that reaches it fails at once, naming the fix. Set
+    ``BENCH_TEST_FULL_MLM=1`` to allow it. Builds in subprocesses are not watched."""
+    if os.environ.get("BENCH_TEST_FULL_MLM"):
+        return
+    from bench.models import offline_mlm
+
+    build = offline_mlm._build
+
+    def at_a_test_budget(recipe, *args, **kwargs):
+        if not recipe.smoke and not 0 < recipe.steps <= TEST_MLM_STEPS:
+            pytest.fail(f"this test trains the offline MLM at its full budget ({recipe.steps or 'time-capped'} steps, "
+                        f"minutes): run it at the smoke budget or name minilm-mlm@N with N <= {TEST_MLM_STEPS}",
+                        pytrace=False)
+        return build(recipe, *args, **kwargs)
+
+    monkeypatch.setattr(offline_mlm, "_build", at_a_test_budget)
 
 
 @pytest.fixture(scope="session")

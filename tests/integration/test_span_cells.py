@@ -19,7 +19,7 @@ pytestmark = [
     pytest.mark.skipif(not (data_dir() / "conll2003" / "eng.train").is_file(), reason="CoNLL-2003 files missing"),
 ]
 SIZES = {"n_train": 200, "n_eval": 60, "training_args": "epochs=20"}
-ATTACK = {"attack": "span-recovery", "attack_args": "mlm=minilm,allow_untrained=true,k=8,rows=200"}
+ATTACK = {"attack": "span-recovery", "attack_args": "mlm=minilm,allow_untrained=true,k=8,rows=60"}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -76,7 +76,7 @@ def test_the_frequency_guess_is_the_random_reference(records):
 @pytest.mark.skipif(not (data_dir() / "squad" / "dev-v1.1.json.zip").is_file(), reason="SQuAD file missing")
 def test_span_masking_on_reading_comprehension_masks_the_context_entities():
     # 16 attacked rows: a context window is long, and the beam search over 40 of them took most of this test
-    attack = {**ATTACK, "attack_args": ATTACK["attack_args"].replace("rows=200", "rows=16")}
+    attack = {**ATTACK, "attack_args": ATTACK["attack_args"].replace("rows=60", "rows=16")}
     record = run_cell(make_spec(task="squad", defense="mask", n_train=64, n_eval=32, **attack))
     notes = record.notes
     assert notes["spans_rewritten"] == notes["spans_declared"] > 50  # spaCy entities of the context windows
