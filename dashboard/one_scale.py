@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from bench.results.one_scale import AXES, LEGEND, LEVELS, MATCHED_LEGEND, SETTINGS_COLUMNS, matched, settings
+from bench.results.one_scale import AXES, LEGEND, MATCHED_LEGEND, SETTINGS_COLUMNS, matched_shown, settings
 from dashboard.markdown import literal
 
 CHART_AXES = {**AXES, "formal ε (DP-SGD only)": "formal ε"}
@@ -47,8 +47,7 @@ def render_one_scale(shown: pd.DataFrame, task: str, utility: str | None, applic
     else:
         st.altair_chart(chart, width="stretch")
     if axis in AXES.values():
-        found = matched(table, axis)
-        found = found[found["settings"] > 0].rename(columns={str(level): f"{name} at {level:g}" for level in LEVELS})
+        found = matched_shown(table, axis, name)
         st.caption(f"Utility at matched {literal(title)}. {MATCHED_LEGEND}")
         st.dataframe(found, hide_index=True, width="stretch")
     st.caption(LEGEND)

@@ -37,10 +37,6 @@ SIDES = ["source", "encoder", "mode", "n_train", "n_eval"]  # a family's fixed c
 # (sizes as train/eval)
 
 
-def _blank(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _membership_cells(board: pd.DataFrame, task: str) -> dict[tuple, dict[str, float]]:
     """setting -> the membership metrics of its strongest membership cell (largest TPR at 1% FPR)."""
     rows = board[(board["task"] == task) & (board["attack"].fillna("") == "membership")]
@@ -141,6 +137,12 @@ def matched(table: pd.DataFrame, axis: str = "advantage", levels: tuple[float, .
     return pd.DataFrame(out)
 
 
+def matched_shown(table: pd.DataFrame, axis: str, name: str) -> pd.DataFrame:
+    """``matched`` as shown (page and dashboard): families with a point, level columns named after ``name``."""
+    found = matched(table, axis)
+    return found[found["settings"] > 0].rename(columns={str(level): f"{name} at {level:g}" for level in LEVELS})
+
+
 SETTINGS_COLUMNS = ["family", "arguments", "utility", "membership", "advantage", "strongest", "complete",
                     "formal ε", *EMPIRICAL]
 LEGEND = (
@@ -176,10 +178,8 @@ def page(board: pd.DataFrame, source: str, command: str, headline: dict[str, str
         out = table[SETTINGS_COLUMNS].rename(columns={"utility": name, "membership": "membership TPR@1%"})
         lines += [f"## {task}", "", f"Utility: {name}. Regenerate: `{command}`.", "", markdown_table(out), ""]
         for title, axis in AXES.items():
-            found = matched(table, axis)
-            if found.empty or not found["settings"].any():
+            found = matched_shown(table, axis, name)
+            if found.empty:
                 continue
-            found = found[found["settings"] > 0].rename(columns={str(level): f"{name} at {level:g}"
-                                                                  for level in LEVELS})
             lines += [f"### {task} · {name} at matched {title}", "", markdown_table(found), ""]
     return "\n".join(lines).rstrip() + "\n" if shown else None
