@@ -30,6 +30,28 @@ def _share_the_cores_between_workers() -> None:
 _share_the_cores_between_workers()
 
 COMMITTED_RESULTS = Path(__file__).resolve().parents[1] / "results"
+CELL_FOLDERS = ("integration", "browser")  # their files run real cells: tens of seconds to minutes each
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, files are handed to workers in collection order (``pytest_collection_modifyitems``), not
+    xdist's default of files with the most tests first: that default leaves a file of one long cell test for the
+    end, one worker running it while the other waits."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files that run cells first, the many short files after them, so a parallel run ends on short files."""
+    tests = Path(__file__).resolve().parent
+
+    def folder(item) -> str:
+        try:
+            return item.path.resolve().relative_to(tests).parts[0]
+        except ValueError:
+            return ""
+
+    items.sort(key=lambda item: folder(item) not in CELL_FOLDERS)  # stable: file and test order kept otherwise
 TEST_MLM_STEPS = 200  # the most optimizer steps a test may train the offline MLM for (its full recipe: minutes)
 
 

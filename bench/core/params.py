@@ -105,11 +105,15 @@ def check_ranges(owner: str, instance: Any) -> None:
                              f"numerically meaningful, got {shown}.")
 
 
+class NotFinite(BenchError):
+    """NaN, or infinity where a parameter does not allow it: a number out of bounds, never a word."""
+
+
 def _finite(owner: str, name: str, value: Any, allow_inf: bool) -> Any:
     """Refuse NaN, and infinity unless the field allows it, in a float value."""
     if isinstance(value, float) and not math.isfinite(value):
         if math.isnan(value) or not allow_inf:
-            raise BenchError(f"{owner} parameter {name} must be a finite number, got {value}.")
+            raise NotFinite(f"{owner} parameter {name} must be a finite number, got {value}.")
     return value
 
 
@@ -129,9 +133,9 @@ def _convert(owner: str, name: str, value: Any, annotation: Any, allow_inf: bool
             for option in options:
                 try:
                     return _coerce(owner, name, value, option, allow_inf)
-                except BenchError as error:
-                    if option is float and "finite" in str(error):
-                        raise  # "nan" or "inf" is a number out of bounds, not a word
+                except NotFinite:
+                    raise  # "nan" or "inf" is a number out of bounds, not a word
+                except BenchError:
                     continue
             kinds = " or ".join(getattr(o, "__name__", str(o)) for o in options)
             raise BenchError(f"{owner} parameter {name} must be {kinds}, got {value!r}.")
@@ -157,7 +161,7 @@ def _convert(owner: str, name: str, value: Any, annotation: Any, allow_inf: bool
         if annotation is float:
             result = float(value)
             if math.isnan(result) or (math.isinf(result) and not allow_inf):
-                raise BenchError(f"{owner} parameter {name} must be a finite number, got '{value}'.")
+                raise NotFinite(f"{owner} parameter {name} must be a finite number, got '{value}'.")
             return result
         return annotation(value)
     except (TypeError, ValueError):

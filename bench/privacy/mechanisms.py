@@ -147,7 +147,7 @@ def euclidean_distances(rows, table, table_sq_norms=None):
     return squared.clamp_min_(0).sqrt_().double()
 
 
-def exponential_log_probs(rows, table, scale: float, table_sq_norms=None):
+def exponential_log_probs(rows, table, table_sq_norms=None, *, scale: float):
     """log Pr[y|x] ∝ -scale·||x - y|| over the rows of ``table``, for each row x of ``rows``."""
     import torch
 

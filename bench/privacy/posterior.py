@@ -26,14 +26,19 @@ from bench.privacy.mechanisms import dchi_token_text, exponential_log_probs, lea
 
 
 def exponential_log_channel(
-    inputs: np.ndarray, outputs: np.ndarray, table: np.ndarray, sensitive: np.ndarray, eps: float, p: float
+    inputs: np.ndarray, outputs: np.ndarray, table: np.ndarray, sensitive: np.ndarray, eps: float, p: float,
+    targets=None,
 ) -> np.ndarray:
-    """log Pr[y | x] of SanText+ (SanText when ``sensitive`` is everything), ``(len(inputs), len(outputs))``."""
+    """log Pr[y | x] of SanText+ (SanText when ``sensitive`` is everything), ``(len(inputs), len(outputs))``.
+
+    ``targets``: ``(table[sensitive], its squared row norms)`` as torch tensors, for callers that ask chunk by chunk.
+    """
     import torch
 
     in_set = np.isin(outputs, sensitive)
-    targets = torch.from_numpy(np.ascontiguousarray(table[sensitive]))
-    log_probs = exponential_log_probs(torch.from_numpy(table[inputs]), targets, eps / 2).numpy()
+    if targets is None:
+        targets = sensitive_targets(table, sensitive)
+    log_probs = exponential_log_probs(torch.from_numpy(table[inputs]), *targets, scale=eps / 2).numpy()
     inputs_sensitive = np.isin(inputs, sensitive)
     result = np.full((len(inputs), len(outputs)), -np.inf)
     with np.errstate(divide="ignore"):
@@ -42,6 +47,14 @@ def exponential_log_channel(
         kept_row, kept_col = np.nonzero((inputs[:, None] == outputs[None, :]) & ~inputs_sensitive[:, None])
         result[kept_row, kept_col] = np.logaddexp(result[kept_row, kept_col], np.log1p(-p))
     return result
+
+
+def sensitive_targets(table: np.ndarray, sensitive: np.ndarray):
+    """The sensitive tokens' embeddings and their squared norms, torch float32 (the exponential channel's targets)."""
+    import torch
+
+    targets = torch.from_numpy(np.ascontiguousarray(table[sensitive])).float()
+    return targets, targets.square().sum(dim=1)
 
 
 def keep_or_scatter_log_channel(
@@ -101,9 +114,10 @@ def exponential_channel(eps, p, w, outputs, table, regular, corpus_counts):
     """SanText+'s exact channel: candidate inputs (the corpus' regular tokens) and ``rows -> log Pr``."""
     inputs = regular[corpus_counts[regular] > 0]
     sensitive = least_frequent(corpus_counts, regular, w)
+    targets = sensitive_targets(table, sensitive)  # once, not once per chunk of inputs
 
     def exponential(rows):
-        return exponential_log_channel(rows, outputs, table, sensitive, eps, p)
+        return exponential_log_channel(rows, outputs, table, sensitive, eps, p, targets)
 
     return inputs, exponential
 

@@ -24,7 +24,15 @@ import math
 import pandas as pd
 
 from bench.results.curves import bracketing
-from bench.results.views import GENERATED, args_sort_key, markdown_table, number, parse_args, task_order
+from bench.results.views import (
+    GENERATED,
+    args_sort_key,
+    markdown_table,
+    number,
+    parse_args,
+    strongest_label,
+    task_order,
+)
 from bench.results.worst_case import SETTING, Applicable, worst_case
 
 MEMBERSHIP = "privacy/membership/tpr_at_fpr_1pct"
@@ -89,7 +97,8 @@ def settings(board: pd.DataFrame, task: str, utility: str | None, applicable: Ap
                      **{c: row[c] for c in SIDES if c in row},
                      "utility": row.get(utility, math.nan) if utility else math.nan,
                      "membership": found.get(MEMBERSHIP, math.nan), "advantage": row["advantage"],
-                     "strongest": row["strongest"], "complete": bool(row["complete"]),
+                     "strongest": strongest_label(row["strongest"], row.get("strongest_args", "")),
+                     "complete": bool(row["complete"]),
                      "formal ε": number(dp) if defense == "dp-sgd" else math.nan,
                      **{name: found.get(metric, math.nan) for name, metric in EMPIRICAL.items()}})
     frame = pd.DataFrame(rows)

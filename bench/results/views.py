@@ -66,6 +66,13 @@ def number(text) -> float | None:
         return None
 
 
+def strongest_label(attack, args) -> str:
+    """A worst case's attack as shown: with the traffic it read when that was not the training release (a setting's
+    worst case covers every release it sends: training batches and, where a path has them, inference queries)."""
+    traffic = parse_args(args).get("traffic")
+    return f"{attack} ({traffic} traffic)" if attack and traffic else (attack or "")
+
+
 def args_sort_key(text) -> tuple:
     """Sort key of an argument string that orders numbers as numbers (eta 3 < 10 < 30 < 100)."""
     return tuple((k, (0, number(v), "") if number(v) is not None else (1, 0.0, v)) for k, v in parse_args(text).items())
@@ -425,7 +432,8 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
         if ADVANTAGE in table:
             out["worst-case advantage ↓ safer" if attack == WORST else "advantage ↓ safer"] = table[ADVANTAGE]
         if attack == WORST:
-            out["strongest attack"] = table["strongest"]
+            out["strongest attack"] = [strongest_label(a, args) for a, args in
+                                       zip(table["strongest"], table.get("strongest_args", [""] * len(table)))]
             out["missing attacks (incomplete)"] = table["missing"]
         out["seeds"] = table["n"].astype(int)
         yield attack, table, out
@@ -438,7 +446,8 @@ def caption(attack: str) -> str:
         return (f"Each defense setting's strongest attack. Rank = utility within bands of worst-case advantage "
                 f"({bands}), most private first, so the top rows are the most useful settings no attack beats by more "
                 "than their band and a setting that leaks everything is never first; frontier per encoder; a setting "
-                "some applicable attack has not reached is incomplete and has no rank.")
+                "some applicable attack has not reached is incomplete and has no rank. A setting's worst case covers "
+                "every release it sends: the strongest attack names the traffic when it read the inference queries.")
     if attack:
         return (f"Rank = utility within bands of this attack's advantage ({bands}), most private first; frontier per "
                 "encoder.")

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bench.engine.applicable import applicable_attacks
-from bench.results.views import WORST, ranked, ranked_tables
+from bench.results.views import WORST, ranked, ranked_tables, strongest_label
 from bench.results.worst_case import advantage, attacks_run, worst_case
 
 
@@ -159,3 +159,14 @@ def test_the_applicable_attacks_load_no_model():
     code = "import sys, bench.engine.applicable; print('torch' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"
+
+
+def test_a_worst_case_read_on_the_inference_queries_names_that_traffic():
+    """A setting's worst case spans every release it sends; the shown attack says which traffic it read."""
+    rows = cell("t2", "texthide", "m=16,k=4", "rss", 0.78, 1.0, 0.0)
+    frame = board(cell("t1", "texthide", "m=16,k=4", "rss", 0.78, 0.05, 0.0),
+                  [{**row, "attack_args": "traffic=inference"} for row in rows])
+    tables = {attack: out for attack, _, out in ranked_tables(frame, "sst2", applicable=lambda *s: ("rss",))}
+    worst = tables[WORST].iloc[0]
+    assert worst["strongest attack"] == "rss (inference traffic)" and worst["worst-case advantage ↓ safer"] == 1.0
+    assert strongest_label("rss", "sbert=minilm") == "rss" and strongest_label("", "traffic=inference") == ""
