@@ -394,8 +394,10 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
     The estimate is the median ``runtime_s`` of the stored records of the same configuration (config hash, any
     seed) on the cell's device; for a cell with server options (a pretraining budget, an adaptation), else of the
     same task, defense and server options, else of the same task and server options (they set the server's main
-    work: 6,400 pretraining steps take dozens of times as long as 200, whatever the defense); else of the same task and
-    defense on that device, else on any device (labelled with that device), else unknown. Records that reused
+    work: 6,400 pretraining steps take dozens of times as long as 200, whatever the defense); else of the same task,
+    defense, server options and attack at other sizes, each scaled by the ratio of training sizes (membership
+    inference retrains the server per shadow, so its cells cost many times the defense's others); else of the same
+    task and defense on that device, else on any device (labelled with that device), else unknown. Records that reused
     another run's server part (``notes.reused_from``) count only for cells that ``reuse`` says will reuse one: those
     are estimated from such records of the same task, defense and attack, else of the same task and attack, else
     by the attack's own time in past records of the same task, defense and attack (``notes.attack_s``).
@@ -408,6 +410,7 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
     records = list(records)
     done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
     pools: dict[tuple, list] = {}
+    sized: dict[tuple, list] = {}  # (task, defense, server, attack) -> (device, runtime, training size), full runs
     for r in records:
         device = str(r.hardware.get("device", r.spec.get("device", "cpu"))).split(":")[0]
         task, defense, server, attack = r.spec["task"], r.spec["defense"], server_key(r.spec.get("server")), \
@@ -420,6 +423,8 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
                     ("task-server", task, server))
         for key in keys:
             pools.setdefault(key, []).append((device, r.runtime_s))
+        if "reused_from" not in notes and attack and r.spec.get("n_train"):
+            sized.setdefault((task, defense, server, attack), []).append((device, r.runtime_s, r.spec["n_train"]))
         if isinstance(notes.get("attack_s"), (int, float)):
             pools.setdefault(("attack", task, defense, attack), []).append((device, notes["attack_s"]))
     rows = []
@@ -442,6 +447,11 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
             if spec.server:
                 levels += [(("server", spec.task, spec.defense, server), "its task, defense and server options",
                             False), (("task-server", spec.task, server), "its task and server options", False)]
+            if spec.attack and spec.n_train:
+                key = ("sized", spec.task, spec.defense, server, spec.attack, spec.n_train)
+                pools[key] = [(d, t * spec.n_train / n)
+                              for d, t, n in sized.get((spec.task, spec.defense, server, spec.attack), [])]
+                levels.append((key, "its task, defense and attack at other sizes, scaled by training size", False))
             levels += [(("pair", spec.task, spec.defense), "its task and defense", False),
                        (("pair", spec.task, spec.defense), "its task and defense", True)]
         for key, label, any_device in levels:

@@ -2,9 +2,10 @@
 
 Small slices (200 training and 60 evaluation sentences, 20 epochs; the attack reads the first 40 released rows).
 The attack's MLM here is minilm with its untrained head (``allow_untrained``): its fillings are noise, so these
-tests assert what does not depend on it: the undefended release still holds every span verbatim, a masked one none, the attack ranks at least as well
-as its frequency reference (it chooses the MLM's weight on the public spans, the prior alone among the choices),
-and the rewrite's bookkeeping. The NDD selection itself is tested in tests/unit/test_span_defenses.py.
+tests assert what does not depend on it: the undefended release still holds every span verbatim, a masked one
+none, the attack ranks at least as well as its frequency reference (it chooses the MLM's weight on the public
+spans, the prior alone among the choices), and the rewrite's bookkeeping. The NDD selection itself is tested in
+tests/unit/test_span_defenses.py.
 """
 
 from __future__ import annotations

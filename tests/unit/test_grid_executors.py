@@ -175,3 +175,26 @@ def test_a_new_pretraining_budget_is_estimated_from_its_budget_not_from_the_defe
                     server={"pretrain_steps": 200})
     (estimate,) = estimate_cells([fresh], records)
     assert (estimate.seconds, estimate.basis) == (80.0, "its task, defense and server options (1 records)")
+
+
+def test_an_attack_at_a_new_size_is_estimated_from_its_own_cells_scaled_by_training_size():
+    """Membership inference retrains the server per shadow: its cells at 200 examples say more of a cell at 8,000
+    than the defense's other cells at 8,000 do."""
+    from types import SimpleNamespace
+
+    from bench.core.spec import RunSpec
+    from bench.engine.grid import estimate_cells
+
+    def record(attack, n_train, seconds):
+        spec = RunSpec(task="sst2", defense="dchi-token", attack=attack, encoder="minilm", n_train=n_train, n_eval=100)
+        return SimpleNamespace(config_hash=spec.config_hash(), seed=0, component_versions=lambda: "", notes={},
+                               hardware={"device": "cpu"}, spec=spec.to_dict(), runtime_s=seconds)
+
+    records = [record("membership", 200, 16.0), record("membership", 400, 40.0), record("inversion", 8000, 70.0)]
+    cell = RunSpec(task="sst2", defense="dchi-token", attack="membership", encoder="minilm", n_train=8000, n_eval=100)
+    (estimate,) = estimate_cells([cell], records)
+    assert estimate.seconds == 720.0  # the median of 640 and 800
+    assert estimate.basis == "its task, defense and attack at other sizes, scaled by training size (2 records)"
+    other = RunSpec(task="sst2", defense="dchi-token", attack="inversion", encoder="minilm", n_train=4000, n_eval=100)
+    (estimate,) = estimate_cells([other], records)
+    assert estimate.seconds == 35.0
