@@ -29,7 +29,6 @@ INCOMPLETE = {
                                                                        "li_ndd_table7_spl_6400.yaml")},
     "texthide_gradients.yaml": "gradient-matching 3 (the update holds a client layer's gradients before the mask): "
                                "superseded cells await a re-run",
-    "membership_default_sst2.yaml": "the eta=100 cell (about half an hour on two cores) is not run yet",
 }
 GRIDS = sorted(p.name for p in (ROOT / "grids").glob("*.yaml"))
 
