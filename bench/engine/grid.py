@@ -410,7 +410,6 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
     records = list(records)
     done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
     pools: dict[tuple, list] = {}
-    sized: dict[tuple, list] = {}  # (task, defense, server, attack) -> (device, runtime, training size), full runs
     for r in records:
         device = str(r.hardware.get("device", r.spec.get("device", "cpu"))).split(":")[0]
         task, defense, server, attack = r.spec["task"], r.spec["defense"], server_key(r.spec.get("server")), \
@@ -423,8 +422,9 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
                     ("task-server", task, server))
         for key in keys:
             pools.setdefault(key, []).append((device, r.runtime_s))
-        if "reused_from" not in notes and attack and r.spec.get("n_train"):
-            sized.setdefault((task, defense, server, attack), []).append((device, r.runtime_s, r.spec["n_train"]))
+        if "reused_from" not in notes and attack and r.spec.get("n_train"):  # seconds per training example
+            pools.setdefault(("sized", task, defense, server, attack), []).append(
+                (device, r.runtime_s / r.spec["n_train"]))
         if isinstance(notes.get("attack_s"), (int, float)):
             pools.setdefault(("attack", task, defense, attack), []).append((device, notes["attack_s"]))
     rows = []
@@ -448,10 +448,8 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
                 levels += [(("server", spec.task, spec.defense, server), "its task, defense and server options",
                             False), (("task-server", spec.task, server), "its task and server options", False)]
             if spec.attack and spec.n_train:
-                key = ("sized", spec.task, spec.defense, server, spec.attack, spec.n_train)
-                pools[key] = [(d, t * spec.n_train / n)
-                              for d, t, n in sized.get((spec.task, spec.defense, server, spec.attack), [])]
-                levels.append((key, "its task, defense and attack at other sizes, scaled by training size", False))
+                levels.append((("sized", spec.task, spec.defense, server, spec.attack),
+                               "its task, defense and attack at other sizes, scaled by training size", False))
             levels += [(("pair", spec.task, spec.defense), "its task and defense", False),
                        (("pair", spec.task, spec.defense), "its task and defense", True)]
         for key, label, any_device in levels:
@@ -459,6 +457,8 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
             if times:
                 used = device if not any_device else max({d for d, _ in times}, key=[d for d, _ in times].count)
                 seconds = statistics.median(t for d, t in times if d == used)
+                if key[0] == "sized":  # the median time per training example, times the cell's
+                    seconds *= spec.n_train
                 basis = f"{label} ({sum(1 for d, _ in times if d == used)} records)"
                 break
         rows.append(CellEstimate(spec, status, seconds, used, basis, reused))
