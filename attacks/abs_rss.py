@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks.rss import RSS
 from bench import PublicKnowledge, Release, register_attack
+from bench.attacks.rss import RSS
 from bench.privacy.neighbours import cosine_search
 
 

@@ -33,7 +33,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from attacks.inversion import TokenGuesses, hits
 from bench import (
     Attack,
     BenchError,
@@ -46,6 +45,7 @@ from bench import (
     require,
     within,
 )
+from bench.attacks.inversion import TokenGuesses, hits
 from bench.core.examples import flatten_segments
 from bench.core.params import added_later
 from bench.privacy.token_space import space_of

@@ -20,8 +20,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from attacks.rss import RSS
 from bench import PublicKnowledge, Release, ReleaseKind, register_attack, require, within
+from bench.attacks.rss import RSS
 from bench.core.errors import BenchError
 from bench.core.progress import track
 from bench.core.seeding import derive_seed

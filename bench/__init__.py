@@ -7,6 +7,10 @@ cells; see DESIGN.md.
 
 __version__ = "0.2.0"
 
+import importlib.util
+import sys
+from pathlib import Path
+
 from bench.core.components import (
     KNOWLEDGE,
     ApiTask,
@@ -68,3 +72,24 @@ __all__ = [
     "require",
     "within",
 ]
+
+# the repository's component folders, installed inside this package (pyproject.toml's package-dir)
+COMPONENT_FOLDERS = ("defenses", "attacks", "tasks", "dashboard")
+
+
+def _checkout_components() -> None:
+    """In a checkout the component folders sit beside this package: import them as ``bench.<folder>`` from there,
+    so a checkout on PYTHONPATH (a worktree, a Ray worker) runs its own components, installed or not."""
+    here = Path(__file__).resolve().parent
+    for folder in COMPONENT_FOLDERS:
+        init, name = here.parent / folder / "__init__.py", f"{__name__}.{folder}"
+        if name in sys.modules or (here / folder).is_dir() or not init.is_file():
+            continue  # an installed copy holds the folder itself
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        globals()[folder] = module
+
+
+_checkout_components()

@@ -13,9 +13,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from bench.dashboard.charts import OKABE_ITO
+from bench.dashboard.sweeps import parse_args, varying_arguments, with_settings
 from bench.results.leaderboard import ci95_half_width
-from dashboard.charts import OKABE_ITO
-from dashboard.sweeps import parse_args, varying_arguments, with_settings
 
 MATCH = ["task", "encoder", "defense", "attack", "attack_args", "mode", "n_train", "n_eval", "metric"]
 

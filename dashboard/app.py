@@ -19,6 +19,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bench.dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
+from bench.dashboard.charts import YOURS, scatter
+from bench.dashboard.deniability import render_deniability
+from bench.dashboard.markdown import literal
+from bench.dashboard.one_scale import render_one_scale
+from bench.dashboard.reproduction import render_reproduction
+from bench.dashboard.sweeps import sweep_chart, sweeps
 from bench.engine.applicable import applicable_attacks
 from bench.results.leaderboard import aggregate, seed_frame
 from bench.results.store import ResultStore, default_results_dir, published_results_dir
@@ -34,13 +41,6 @@ from bench.results.views import (
     ranked,
     short,
 )
-from dashboard.adaptation import adaptation_gains, gain_chart, sweep_parameter
-from dashboard.charts import YOURS, scatter
-from dashboard.deniability import render_deniability
-from dashboard.markdown import literal
-from dashboard.one_scale import render_one_scale
-from dashboard.reproduction import render_reproduction
-from dashboard.sweeps import sweep_chart, sweeps
 
 PUBLISHED = published_results_dir().resolve()  # the checkout's committed board
 SCOPES = {YOURS: "yours", "published": "published"}  # a source's name in widget keys and the URL

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.markdown import code, literal
-from dashboard.reports import load_json_reports
+from bench.dashboard.markdown import code, literal
+from bench.dashboard.reports import load_json_reports
 
 REQUIRED = ("encoder", "mechanism", "trials", "tokens", "etas", "per_eta", "selections", "thresholds")
 QUANTILES = {"q05": 0.05, "q25": 0.25, "median": 0.5, "q75": 0.75, "q95": 0.95}

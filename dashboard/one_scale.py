@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
+from bench.dashboard.markdown import literal
 from bench.results.one_scale import AXES, LEGEND, MATCHED_LEGEND, SETTINGS_COLUMNS, matched_shown, settings
-from dashboard.markdown import literal
 
 CHART_AXES = {**AXES, "formal ε (DP-SGD only)": "formal ε"}
 

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard.markdown import code, literal
-from dashboard.reports import load_json_reports
+from bench.dashboard.markdown import code, literal
+from bench.dashboard.reports import load_json_reports
 
 REQUIRED = ("table", "title", "rows", "claims", "summary")
 

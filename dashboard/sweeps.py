@@ -12,7 +12,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from dashboard.charts import OKABE_ITO
+from bench.dashboard.charts import OKABE_ITO
 
 GROUP = ["task", "encoder", "defense", "attack", "attack_args", "mode", "n_train", "n_eval"]
 

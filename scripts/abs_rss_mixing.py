@@ -35,12 +35,12 @@ import numpy as np
 
 from bench.core.registry import TASKS
 from bench.core.seeding import derive_seed
+from bench.defenses.texthide import TextHide
 from bench.engine.paths.representations import ClientSide, release_like_training
 from bench.models.generators import torch_generator
 from bench.models.loading import load_encoder
 from bench.models.training import training_defaults
 from bench.privacy.neighbours import cosine_search
-from defenses.texthide import TextHide
 
 
 def hide_with_members(reps: np.ndarray, m, k: int, batch_size: int, seed: int, scheme: str = "intra",

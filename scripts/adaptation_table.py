@@ -25,8 +25,8 @@ def adaptation_rows(frame, defense: str, task: str, seeds: list[int], metric: st
     """Markdown rows of the table for ``defense`` on ``task`` over ``seeds`` (from ``seed_frame``), of ``metric``
     (the MLP head's accuracy; ``utility/probe_accuracy`` is the deterministic convex probe's, the same on every
     CPU)."""
+    from bench.dashboard.adaptation import adaptation_gains
     from bench.results.leaderboard import aggregate
-    from dashboard.adaptation import adaptation_gains
 
     cells = frame[(frame.defense == defense) & (frame.task == task) & (frame.attack == "inversion")
                   & frame.seed.isin(seeds)]

@@ -17,8 +17,8 @@ import argparse
 
 import numpy as np
 
-from attacks.condition_probe import ConditionProbe
 from bench import Release, ReleaseKind, Truth
+from bench.attacks.condition_probe import ConditionProbe
 from bench.core.registry import TASKS
 from bench.core.releases import ModelRelease
 from bench.core.seeding import numpy_generator

@@ -36,7 +36,7 @@ from pathlib import Path
 def record_scores(record):
     """The probe's ``(patients, conditions)`` scores under the record's released checkpoint, and the truth."""
     import bench.engine.runner  # noqa: F401  (registers the tasks and attacks)
-    from attacks.condition_probe import ConditionProbe, condition_truth, fill_scores
+    from bench.attacks.condition_probe import ConditionProbe, condition_truth, fill_scores
     from bench.core.cache import cache_root
     from bench.core.registry import TASKS
     from bench.models.mlm import load_mlm
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--results-dir", default="results", type=Path)
     args = parser.parse_args()
 
-    from attacks.condition_probe import name_link, paired_link_difference
+    from bench.attacks.condition_probe import name_link, paired_link_difference
     from bench.results.store import ResultStore
 
     records, _ = ResultStore(args.results_dir).read()

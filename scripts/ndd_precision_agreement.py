@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from bench import TASKS
+from bench.defenses.ndd import NDDDistortion
 from bench.engine.spans import SpanBatch, select_spans, substitution_pool, task_spans
 from bench.models.mlm import shared_mlm
-from defenses.ndd import NDDDistortion
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from bench.engine.spans import select_spans, task_spans
 from bench.models.loading import load_encoder
-from tasks.ptb import PTB, PTB20
+from bench.tasks.ptb import PTB, PTB20
 
 SETTINGS = {"every phrase": ((), 1.0), "every NP": (("NP",), 1.0), "33% of the NPs": (("NP",), 0.33)}  # the grid's
 

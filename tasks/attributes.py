@@ -53,7 +53,7 @@ from bench.core import smoke
 from bench.core.examples import AttributeData, data_dir
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Span
-from tasks.squad import ENTITY_KINDS, spacy_entities
+from bench.tasks.squad import ENTITY_KINDS, spacy_entities
 
 MAX_WORDS = 100  # words kept of each text
 BLOG_POSTS_PER_AUTHOR = 100  # first posts of each author in the pool

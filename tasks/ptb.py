@@ -55,8 +55,8 @@ from bench.core.evalb import Bracket, evalb, is_preterminal, plain_label, strip_
 from bench.core.examples import data_dir, sample_indices
 from bench.core.seeding import numpy_generator
 from bench.core.spans import Edit, Span, apply_edits
-from tasks.conll2003 import Alignment, align
-from tasks.glue import nltk_may_read
+from bench.tasks.conll2003 import Alignment, align
+from bench.tasks.glue import nltk_may_read
 
 # the phrase labels of the Penn Treebank II guidelines (the sample has all but a few; X is "unknown")
 PHRASES = ("ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP", "RRC",

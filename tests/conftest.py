@@ -52,6 +52,31 @@ def pytest_collection_modifyitems(config, items):
             return ""
 
     items.sort(key=lambda item: folder(item) not in CELL_FOLDERS)  # stable: file and test order kept otherwise
+@pytest.fixture(autouse=True)
+def _registries_as_the_test_module_sees_them(request):
+    """Each test sees the shipped components and those its own module and its folders' conftest files define, and
+    what it registers goes with it. Collection imports every test module into each worker, and a module that
+    registers a component at import would otherwise show it to the tests of every other file (a "missing attack"
+    in a worst-case table, a name in bench list)."""
+    from bench.core.registry import ATTACKS, DEFENSES, TASKS
+
+    own = request.module.__name__
+    folders = [own.rsplit(".", depth)[0] + ".conftest" for depth in range(1, own.count(".") + 1)]
+
+    def visible(cls) -> bool:
+        module = cls.__module__
+        return not module.startswith("tests.") or module == own or module in folders
+
+    saved = []
+    for registry in (DEFENSES, ATTACKS, TASKS):
+        registry.discover()
+        saved.append((registry, dict(registry._items)))
+        registry._items = {name: cls for name, cls in registry._items.items() if visible(cls)}
+    yield
+    for registry, items in saved:
+        registry._items = items
+
+
 TEST_MLM_STEPS = 200  # the most optimizer steps a test may train the offline MLM for (its full recipe: minutes)
 
 

@@ -1,7 +1,7 @@
 """Registries of defenses, attacks and tasks, filled by importing the modules that define them.
 
 A component registers itself with a decorator; the registry discovers the modules of its package
-(``defenses/``, ``attacks/``, ``tasks/``) on first lookup, and ``load_plugin`` imports an
+(``defenses/``, ``attacks/``, ``tasks/``, installed as ``bench.defenses`` and so on) on first lookup, and ``load_plugin`` imports an
 out-of-tree file the same way. Nothing here names a component.
 """
 
@@ -42,9 +42,10 @@ def _source(cls: type) -> str:
 class Registry(Generic[T]):
     """Name -> component class for one kind of component (defense, attack or task)."""
 
-    def __init__(self, kind: str, package: str) -> None:
+    def __init__(self, kind: str, folder: str) -> None:
         self.kind = kind
-        self.package = package
+        self.folder = folder  # the repository's folder of these components
+        self.package = f"bench.{folder}"  # where that folder is installed
         self._items: dict[str, T] = {}
         self._discovered = False
 
@@ -88,11 +89,11 @@ class Registry(Generic[T]):
             except BenchError:
                 raise
             except SystemExit as exc:
-                raise BenchError(f"the {self.kind} module {self.package}/{info.name}.py called sys.exit({exc.code}) "
+                raise BenchError(f"the {self.kind} module {self.folder}/{info.name}.py called sys.exit({exc.code}) "
                                  "while it was imported; a component file must not exit.") from None
             except Exception as exc:
                 raise BenchError(
-                    f"the {self.kind} module {self.package}/{info.name}.py failed to import "
+                    f"the {self.kind} module {self.folder}/{info.name}.py failed to import "
                     f"({type(exc).__name__}: {exc}); fix or remove that file."
                 ) from exc
 

@@ -872,7 +872,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench import register_task
-from tasks.attributes import AttributeTask
+from bench.tasks.attributes import AttributeTask
 
 # replace with the task's data: (label, region, text); the region shows in the spelling, as an attribute may
 REVIEWS = [

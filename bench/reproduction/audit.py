@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bench import __version__
 from bench.core.components import TokenDefense
 from bench.core.errors import BenchError
 from bench.core.files import write_text_atomic
@@ -20,8 +21,9 @@ from bench.core.params import build_component, component_args
 from bench.core.registry import DEFENSES
 from bench.core.seeding import numpy_generator
 from bench.data.public_corpus import public_corpus
+from bench.engine.provenance import git_sha, hardware
 from bench.models.loading import check_encoder, load_encoder
-from bench.privacy.audit import LeakyMechanism, PairAudit, audit, auditable, neighbour_pairs, sensitive_set
+from bench.privacy.audit import LeakyMechanism, audit, auditable, neighbour_pairs, sensitive_set
 from bench.privacy.token_space import space_of
 
 RANKS = (1, 10, 100, 1000)  # the anchor's 1st, 10th, 100th and 1000th nearest tokens: near to far pairs
@@ -114,12 +116,15 @@ def run_audit(defense: str, defense_args: str = "", encoder: str = "minilm", anc
         "pairs": [r.as_dict() | {"token": token_text(space, r.x), "token_prime": token_text(space, r.x_prime)}
                   for r in results],
         "exceeded": sum(r.exceeds for r in results),
+        # what made it: the commit (a published audit needs a committed tree) and the machine
+        "versions": {"bench": __version__, "git_sha": git_sha()}, "hardware": hardware("cpu"),
     }
 
 
-def _number(value: float | None, digits: int = 2) -> str:
+def _number(value: float | str | None, digits: int = 2) -> str:
     if value is None:
         return "—"
+    value = float(value)  # a published audit writes an infinity as "inf" (write_json)
     return "∞" if value == np.inf else "-∞" if value == -np.inf else f"{value:.{digits}f}"
 
 
@@ -167,8 +172,29 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def write_json(report: dict[str, Any], path) -> None:
-    """The report as JSON."""
-    write_text_atomic(path, strict_json(report, indent=2, default=str))
+    """The report as JSON, an infinite bound or estimate as the string "inf" (strict JSON has no infinity)."""
+    def spelled(item: Any) -> Any:
+        if isinstance(item, float) and np.isinf(item):
+            return "inf" if item > 0 else "-inf"
+        if isinstance(item, dict):
+            return {key: spelled(field) for key, field in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [spelled(element) for element in item]
+        return item
+
+    write_text_atomic(path, strict_json(spelled(report), indent=2, default=str))
 
 
-__all__ = ["PairAudit", "run_audit", "audit_table", "markdown", "write_json", "parse_ranks"]
+def caption(report: dict[str, Any]) -> str:
+    """One sentence that says what an audit ran: mechanism, space, pairs, releases, confidence, seed, machine."""
+    args = ", ".join(f"{k}={v}" for k, v in report["args"].items())
+    machine = report.get("hardware", {})
+    where = ", ".join(str(p) for p in (machine.get("cpu_model"), machine.get("cpu_capability")) if p)
+    leak = f", with a planted leak of rate {report['leak']}" if report["leak"] else ""
+    return (f"`{report['defense']}` ({args}){leak} on {report['encoder']} ({report['tokens']:,} tokens, "
+            f"{report['dim']} dimensions): {len(report['pairs'])} pairs, {report['trials']:,} releases of each token, "
+            f"all bounds at {1 - report['alpha']:.0%} confidence at once, seed {report['seed']}; "
+            f"{report['exceeded']} pairs exceed their claim" + (f" (run on {where})." if where else "."))
+
+
+AUDITS = "audits"  # <results>/audits/<name>.json: published audits (bench audit --json), printed by bench report

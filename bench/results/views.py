@@ -32,6 +32,7 @@ from bench.core.registry import DEFENSES, PLUGIN_PACKAGE
 from bench.core.releases import ReleaseKind
 from bench.results import limits
 from bench.results.leaderboard import ci95_half_width
+from bench.results.record import current
 from bench.results.worst_case import Applicable, declared, worst_case
 from bench.results.worst_case import advantage as scaled_advantage
 
@@ -391,16 +392,23 @@ def task_order(board: pd.DataFrame) -> list[str]:
 
 
 def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, float]] | None = None,
-                  applicable: Applicable | None = None) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
+                  applicable: Applicable | None = None, attacks: list[str] | None = None,
+                  metrics: list[str] = (), notes: dict[str, dict[str, str]] | None = None
+                  ) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame]]:
     """The worst case of ``task`` (``WORST``) and then each of its attacks (its name, "" for none), the ranked rows
     (``ranked``) and the table a reader sees: rank, band, frontier, defense and arguments, the settings that vary,
     the sizes where they vary, the headline utility (and, with ``majority`` (``majority_by_config``), whether it
     beats the majority class), the attack's headline metric (mean ± std [95% CI]) and its random guess, or in the
-    worst case the strongest attack and the missing ones, the advantage and the seeds."""
+    worst case the strongest attack and the missing ones, the advantage and the seeds.
+
+    ``attacks`` keeps those tables only; ``metrics`` (full keys) adds columns after the headline ones, and ``notes``
+    (``config_hash`` -> {title: text}, ``record_notes``) columns before the seeds."""
     up = direction(board)
     utility = headline_metrics(board).get(task)
     on_task = board[board["task"] == task]
     for attack in [WORST, *sorted(on_task["attack"].unique())]:
+        if attacks is not None and attack not in attacks:
+            continue
         rows = on_task[on_task["attack"] == attack]
         privacy = [m for m in rows.sort_values("order" if "order" in rows else "metric")["metric"].unique()
                    if m.startswith(f"privacy/{attack}/")]
@@ -425,6 +433,12 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
                     table.get(f"{metric} n", table["n"]), table["n"])]
             if metric == utility and SIGNAL in table:
                 out[SIGNAL] = table[SIGNAL]
+        for metric in metrics:
+            if metric in table:
+                out[column_title(metric, up.get(metric, True))] = [
+                    _mean_std(m, s, n, row_n) for m, s, n, row_n in zip(
+                        table[metric], table.get(f"{metric} std", pd.Series([0.0] * len(table))),
+                        table.get(f"{metric} n", table["n"]), table["n"])]
         if privacy:
             reference = "random/" + privacy[0].split("/", 1)[1]
             if reference in table:
@@ -435,6 +449,8 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
             out["strongest attack"] = [strongest_label(a, args) for a, args in
                                        zip(table["strongest"], table.get("strongest_args", [""] * len(table)))]
             out["missing attacks (incomplete)"] = table["missing"]
+        for title in next(iter((notes or {}).values()), {}):  # every configuration's notes name the same columns
+            out[title] = [(notes or {}).get(h, {}).get(title, "") for h in table["config_hash"]]
         out["seeds"] = table["n"].astype(int)
         yield attack, table, out
 
@@ -460,16 +476,66 @@ MAJORITY_LEGEND = (" Beats majority: whether the mean utility beats answering th
 
 
 def report(board: pd.DataFrame, source: str, majority: dict[str, dict[str, float]] | None = None,
-           applicable: Applicable | None = None) -> str:
+           applicable: Applicable | None = None, tasks: list[str] | None = None, attacks: list[str] | None = None,
+           metrics: list[str] = (), notes: dict[str, dict[str, str]] | None = None,
+           defenses: list[str] | None = None) -> str:
     """The Markdown of every task × attack on the board: the ranked settings with the task's headline utility
     and the attack's headline metric (mean ± std over seeds), its random guess and the advantage over it. With
-    ``majority`` (``majority_by_config``), the utility is followed by whether it beats the majority class."""
+    ``majority`` (``majority_by_config``), the utility is followed by whether it beats the majority class.
+    ``tasks`` and ``attacks`` keep those tables only (and leave out the legend), ``defenses`` those rows of them
+    (ranked on the whole table); ``metrics`` and ``notes`` add columns (``ranked_tables``)."""
+    whole = tasks is None and attacks is None and defenses is None
     lines = [f"Printed by `bench report` from the records in `{source}` {LEGEND} {WORST_LEGEND}"
-             + (MAJORITY_LEGEND if majority is not None else ""), ""]
-    for task in task_order(board):
-        for attack, _, out in ranked_tables(board, task, majority, applicable):
+             + (MAJORITY_LEGEND if majority is not None else ""), ""] if whole else []
+    for task in [t for t in task_order(board) if tasks is None or t in tasks]:
+        for attack, table, out in ranked_tables(board, task, majority, applicable, attacks, metrics, notes):
+            if defenses is not None:
+                out = out[table["defense"].isin(defenses).to_numpy()]
             lines += [f"### {task} · {attack or 'no attack'}", "", caption(attack), "", markdown_table(out), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+RECORD_FIELDS = ("runtime_s", "machine")  # read like notes: the run's wall seconds, the machine that ran it
+
+
+def record_value(record, name: str):
+    """A record's note ``name``, or one of ``RECORD_FIELDS`` (None when the record has no such thing)."""
+    if name == "runtime_s":
+        return round(record.runtime_s)
+    if name == "machine":
+        hardware = record.hardware
+        parts = [hardware.get("cpu_model") or hardware.get("processor"),
+                 f"{hardware['cpu_count']} cores" if hardware.get("cpu_count") else None,
+                 hardware.get("cpu_capability"), hardware.get("gpu")]
+        return ", ".join(str(p) for p in parts if p) or None
+    return record.notes.get(name)
+
+
+def record_notes(records, names: list[str]) -> dict[str, dict[str, str]]:
+    """``config_hash`` -> {name: text} of each record note in ``names`` (or ``RECORD_FIELDS``), over the
+    configuration's current seeds: one value, or their range when the seeds differ."""
+    newest = {(r.config_hash, r.seed): r for r in current([r for r in records if not r.at_smoke_budget])}
+    values: dict[str, dict[str, list]] = {}
+    for record in newest.values():  # a cell re-run with the same seed counts once, as on the board
+        for name in names:
+            value = record_value(record, name)
+            if value is not None:
+                values.setdefault(record.config_hash, {}).setdefault(name, []).append(value)
+
+    def text(found: list) -> str:
+        numbers = [v for v in found if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) == len(found) and len(set(numbers)) > 1:
+            return f"{_number(min(numbers))}–{_number(max(numbers))}"
+        return _number(found[0]) if len(set(map(str, found))) == 1 else ", ".join(dict.fromkeys(map(str, found)))
+    return {config: {name: text(by_name[name]) if name in by_name else "" for name in names}
+            for config, by_name in values.items()}
+
+
+def _number(value) -> str:
+    """A note's value as a reader sees it: floats to three significant digits, the rest as written."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        return "∞" if math.isinf(value) else f"{value:.3g}"
+    return str(value)
 
 
 GENERATED = "<!-- printed by bench report: edits are overwritten -->"

@@ -129,7 +129,7 @@ def test_a_name_is_scored_by_its_masked_loss_under_the_release_against_its_base(
     logits of one forward; a release compared with itself prefers no name."""
     import torch
 
-    from attacks.name_generation import GeneratedSamples, masked_word_loss, name_preference
+    from bench.attacks.name_generation import GeneratedSamples, masked_word_loss, name_preference
     from bench.models.mlm import load_mlm
 
     mlm = load_mlm(str(tiny_mlm_dir))

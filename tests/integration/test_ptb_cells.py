@@ -35,7 +35,7 @@ def test_undefended_parser_beats_right_branching_on_the_original_evaluation_text
     from nltk import Tree
 
     from bench.core.evalb import evalb
-    from tasks.ptb import PTB, right_branching
+    from bench.tasks.ptb import PTB, right_branching
 
     record = run_cell(make_spec(task="ptb", defense="none", **SIZES))
     metrics = record.metrics

@@ -12,7 +12,7 @@ import pytest
 
 from bench.core.examples import data_dir
 from bench.engine.runner import make_spec, run_cell
-from tasks.squad import FILE, SQuAD, squad_scores
+from bench.tasks.squad import FILE, SQuAD, squad_scores
 
 pytestmark = [
     pytest.mark.integration,

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
-from dashboard.markdown import code, literal
+from bench.dashboard.markdown import code, literal
 from tests.unit.test_dashboard import (
     APP,
     board_with_a_sweep,

@@ -29,7 +29,7 @@ def test_texthide_caps_refuse_before_anything_runs(tiny_data, results, args, mes
 
 
 def test_texthide_caps_admit_the_cap_and_inf():
-    from defenses.texthide import MAX_K, MAX_M
+    from bench.defenses.texthide import MAX_K, MAX_M
 
     cls = DEFENSES.get("texthide")
     assert build_component(cls, f"m={MAX_M},k={MAX_K}").k == MAX_K

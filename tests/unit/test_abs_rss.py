@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.abs_rss import AbsRSS
-from attacks.rss import RSS
 from bench import PublicKnowledge, Release, ReleaseKind
-from defenses.texthide import TextHide
+from bench.attacks.abs_rss import AbsRSS
+from bench.attacks.rss import RSS
+from bench.defenses.texthide import TextHide
 
 
 class TableEncoder:

@@ -134,6 +134,34 @@ def test_command_prints_the_table_and_writes_json(toy_cli, tmp_path):
     assert all(p["lower"] <= p["claim"] for p in report["pairs"])
 
 
+def test_a_written_audit_prints_from_the_results_folder(toy_cli, tmp_path):
+    path = tmp_path / "audits" / "santext-eps2.json"
+    result = runner.invoke(app, ["audit", "--defense", "santext", "--defense-args", "eps=2", "--anchors", "2",
+                                 "--ranks", "1,10", "--trials", "2000", "--json", str(path), "--markdown"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(path.read_text())
+    assert report["versions"]["git_sha"] and report["hardware"]["cpu_count"]
+    printed = runner.invoke(app, ["report", "--results-dir", str(tmp_path), "--audit", "santext-eps2"])
+    assert printed.exit_code == 0, printed.output
+    caption, table = printed.output.split("\n\n", 1)
+    assert "`santext` (eps=2.0" in caption and "4 pairs, 2,000 releases of each token" in caption
+    assert table.startswith("| pair") and table in result.output  # the table the audit printed, from its JSON
+    missing = runner.invoke(app, ["report", "--results-dir", str(tmp_path), "--audit", "santext"])
+    assert missing.exit_code == 2 and "its audits: santext-eps2" in missing.output
+
+
+def test_publishing_an_audit_needs_committed_code(toy_cli, monkeypatch):
+    from bench.engine import provenance
+    from bench.results import store
+
+    monkeypatch.setattr(provenance, "git_sha", lambda: "abc-dirty")
+    path = store.published_results_dir() / "audits" / "never-written.json"
+    result = runner.invoke(app, ["audit", "--defense", "santext", "--anchors", "2", "--ranks", "1", "--trials", "200",
+                                 "--json", str(path)])
+    assert result.exit_code == 2 and "uncommitted changes" in result.output
+    assert not path.exists()
+
+
 def test_command_exits_1_on_a_planted_leak(toy_cli):
     result = runner.invoke(app, ["audit", "--defense", "dchi-text", "--defense-args", "eta=3", "--anchors", "2",
                                  "--ranks", "1", "--trials", "4000", "--leak", "0.1"])

@@ -107,7 +107,7 @@ def test_clinical_task_spans_and_rewrite_label():
 
 
 def test_leakage_metrics_on_hand_made_samples():
-    from attacks.name_generation import GeneratedSamples, leakage
+    from bench.attacks.name_generation import GeneratedSamples, leakage
 
     patients = [Patient("Ann", "Lee", "F", ("asthma",)), Patient("Bob", "Ray", "M", ("migraine",))]
     texts = ["Ann Lee was admitted with asthma today .", "Bob Ray reports chest pain .", "the wound was clean .",
@@ -143,7 +143,7 @@ def test_leakage_metrics_on_hand_made_samples():
 
 
 def test_em_chance_is_em_of_the_same_samples_with_the_conditions_reassigned():
-    from attacks.name_generation import GeneratedSamples, leakage
+    from bench.attacks.name_generation import GeneratedSamples, leakage
 
     two = [Patient("Ann", "Lee", "F", ("asthma",)), Patient("Bob", "Ray", "M", ("migraine",))]
     samples = GeneratedSamples(["Ann Lee was admitted with asthma today .", "Bob Ray reports chest pain ."],
@@ -165,7 +165,7 @@ def test_em_chance_is_em_of_the_same_samples_with_the_conditions_reassigned():
 
 def test_em_of_the_random_reference_is_at_its_chance_level():
     """Public names beside conditions drawn by their frequency (the attack's random guess): no link to break."""
-    from attacks.name_generation import GeneratedSamples, leakage
+    from bench.attacks.name_generation import GeneratedSamples, leakage
 
     corpus = clinical.synthetic_corpus(0, 100)
     patients = corpus.patients
@@ -181,7 +181,7 @@ def test_em_of_the_random_reference_is_at_its_chance_level():
 
 
 def test_probe_ranking_scores():
-    from attacks.condition_probe import ConditionRanking, ranking_scores
+    from bench.attacks.condition_probe import ConditionRanking, ranking_scores
 
     patients = [Patient("A", "B", "F", ("c1",)), Patient("C", "D", "M", ("c2", "c3"))]
     conditions = ["c1", "c2", "c3", "c4"]
@@ -201,7 +201,7 @@ def test_probe_ranking_scores():
 def test_probe_scores_equal_sklearns_per_pair_with_ties():
     from sklearn.metrics import roc_auc_score
 
-    from attacks.condition_probe import ConditionRanking, ranking_scores
+    from bench.attacks.condition_probe import ConditionRanking, ranking_scores
 
     rng = np.random.default_rng(0)
     conditions = [f"c{i}" for i in range(30)]
@@ -222,7 +222,7 @@ def test_probe_scores_equal_sklearns_per_pair_with_ties():
 def test_the_centred_link_cancels_a_shared_prior_and_finds_a_planted_link():
     """condition-probe's link: a ranking that ignores the name has none, exactly; a weak planted link under a strong
     shared frequency prior is hidden in the raw ranking and found once each condition's mean score is removed."""
-    from attacks.condition_probe import ConditionRanking, name_link, ranking_scores
+    from bench.attacks.condition_probe import ConditionRanking, name_link, ranking_scores
 
     rng = np.random.default_rng(0)
     truth = np.zeros((60, 40))
@@ -248,7 +248,7 @@ def test_the_link_interval_is_a_students_t_interval_over_patients():
     from scipy import stats
     from sklearn.metrics import roc_auc_score
 
-    from attacks.condition_probe import name_link
+    from bench.attacks.condition_probe import name_link
 
     rng = np.random.default_rng(3)
     truth = (rng.random((15, 25)) < 0.15).astype(float)
@@ -271,7 +271,7 @@ def test_the_paired_link_difference_is_the_per_patient_difference_of_the_centred
     from scipy import stats
     from sklearn.metrics import roc_auc_score
 
-    from attacks.condition_probe import name_link, paired_link_difference
+    from bench.attacks.condition_probe import name_link, paired_link_difference
 
     rng = np.random.default_rng(5)
     truth = (rng.random((40, 30)) < 0.1).astype(float)
@@ -355,7 +355,7 @@ def test_tasks_whose_text_the_public_corpus_lacks_share_the_default_offline_mlm(
 
 
 def test_ncbi_disease_reading_alignment_and_entity_f1(tmp_path):
-    from tasks.ncbi_disease import TAG_ID, entity_scores, piece_tags, read_ncbi, word_tags
+    from bench.tasks.ncbi_disease import TAG_ID, entity_scores, piece_tags, read_ncbi, word_tags
 
     path = tmp_path / "train.tsv"
     path.write_text("Familial\tB-Disease\nadenomatous\tI-Disease\npolyposis\tI-Disease\n.\tO\n\nNo\tO\nrisk\tO\n",
@@ -376,7 +376,7 @@ def test_ncbi_disease_reading_alignment_and_entity_f1(tmp_path):
 
 def test_a_at_100_is_precision_at_exactly_100_names_never_over_fewer():
     """Lehman et al.'s P@100 needs 100 ranked names: with fewer the figure is left out, not averaged over them."""
-    from attacks.name_generation import GeneratedSamples, leakage
+    from bench.attacks.name_generation import GeneratedSamples, leakage
 
     patients = [Patient("Ann", "Lee", "F", ("asthma",)), Patient("Bob", "Ray", "M", ("migraine",))]
     texts = ["Ann Lee was admitted .", "Bob Ray reports pain .", "Zed Quinn is here ."]
@@ -387,7 +387,7 @@ def test_a_at_100_is_precision_at_exactly_100_names_never_over_fewer():
 
 
 def test_generation_goes_on_until_100_distinct_names_within_its_budget():
-    from attacks.name_generation import until_ranked
+    from bench.attacks.name_generation import until_ranked
 
     def draw(round_):  # ten samples a round, each with two names never seen before
         return [f"p{round_}x{i} q{round_}x{i} ." for i in range(10)]
@@ -403,8 +403,8 @@ def test_generation_goes_on_until_100_distinct_names_within_its_budget():
 
 def test_the_random_reference_ranks_100_names_too():
     """The random reference is a true precision at 100 as well, however few samples a round has."""
-    from attacks.name_generation import NameGeneration, person_names
     from bench import PublicKnowledge, Release, ReleaseKind
+    from bench.attacks.name_generation import NameGeneration, person_names
     from bench.core.releases import ModelRelease
 
     female, male, last = clinical.name_lists()

@@ -7,7 +7,7 @@ import pytest
 
 from bench import BenchError
 from bench.core.examples import data_dir
-from tasks.conll2003 import (
+from bench.tasks.conll2003 import (
     TAG_ID,
     TAGS,
     Alignment,
@@ -174,7 +174,7 @@ def test_evaluate_on_is_declared_and_checked():
     from bench import TokenTask
 
     assert CoNLL2003.evaluate_on == "original" and CoNLL2003.protocols == ("tokens",)
-    from tasks.glue import SST2
+    from bench.tasks.glue import SST2
 
     assert SST2.evaluate_on == "released"  # GLUE is scored on privatized evaluation data, as before
 

@@ -201,7 +201,7 @@ def board_with_a_sweep(root: Path) -> None:
 
 
 def test_sweeps_find_the_one_varying_parameter(tmp_path):
-    from dashboard.sweeps import sweeps
+    from bench.dashboard.sweeps import sweeps
 
     board_with_a_sweep(tmp_path)
     board_with_two_defenses(tmp_path)  # texthide has one setting: not a sweep
@@ -227,7 +227,7 @@ def test_sweep_chart_plots_utility_and_inversion_against_eta(tmp_path, run_app):
 
 
 def test_sweeps_key_on_attack_arguments_and_handle_zero_and_infinity():
-    from dashboard.sweeps import sweep_chart, sweeps
+    from bench.dashboard.sweeps import sweep_chart, sweeps
 
     rows = []
     for m in ("0", "16", "256", "inf"):
@@ -320,8 +320,8 @@ def board_with_adaptation(root: Path) -> None:
 
 
 def test_adaptation_gains_pair_each_adapted_setting_with_its_unadapted_one(tmp_path):
-    from dashboard.adaptation import adaptation_gains, sweep_parameter
-    from dashboard.sweeps import sweeps
+    from bench.dashboard.adaptation import adaptation_gains, sweep_parameter
+    from bench.dashboard.sweeps import sweeps
 
     board_with_adaptation(tmp_path)
     board = pd.read_csv(tmp_path / "leaderboard.csv", keep_default_na=False, na_values=[""])
@@ -339,8 +339,8 @@ def test_adaptation_gains_pair_each_adapted_setting_with_its_unadapted_one(tmp_p
 
 
 def test_adaptation_gain_is_paired_by_seed_when_the_seed_sets_differ(tmp_path):
+    from bench.dashboard.adaptation import adaptation_gains
     from bench.results.leaderboard import aggregate, seed_frame
-    from dashboard.adaptation import adaptation_gains
 
     store = ResultStore(tmp_path)
     seed_effect = {0: 0.5, 1: 0.6, 2: 0.7}  # the head's seed moves utility far more than adaptation does
@@ -511,9 +511,9 @@ def test_a_defense_keeps_its_colour_and_shape_on_both_sources(tmp_path, run_app)
 
 def test_defense_styles_are_colour_blind_safe_fixed_and_distinct(committed_records):
     from bench.core.registry import DEFENSES
+    from bench.dashboard.charts import NEUTRAL, OKABE_ITO, defense_style
     from bench.results.leaderboard import seed_frame
     from bench.results.views import defense_order
-    from dashboard.charts import NEUTRAL, OKABE_ITO, defense_style
 
     order = defense_order()
     names = ["none", *order]  # the component folders' defenses (a plugin another test loaded is styled by name)
@@ -556,8 +556,8 @@ def scatter_table(utility_values, privacy_values, majority=None):
 
 
 def test_scatter_labels_live_in_the_legend_and_title_not_over_points():
+    from bench.dashboard.charts import scatter
     from bench.results.views import defense_order
-    from dashboard.charts import scatter
 
     board, table = scatter_table([0.84, 0.80, 0.79], [1.0, 0.3, 0.2], majority=0.5)
     spec = scatter(table, "utility/accuracy", "privacy/rss/identity", {}, defense_order()).to_dict()
@@ -574,8 +574,8 @@ def test_scatter_labels_live_in_the_legend_and_title_not_over_points():
 
 
 def test_scatter_axes_fit_the_points_not_the_references():
+    from bench.dashboard.charts import scatter
     from bench.results.views import defense_order
-    from dashboard.charts import scatter
 
     board, table = scatter_table([0.84, 0.80, 0.79], [0.40, 0.35, 0.30], majority=0.5)  # random 0, majority 0.5
     spec = scatter(table, "utility/accuracy", "privacy/rss/identity", {}, defense_order()).to_dict()
@@ -590,7 +590,7 @@ def test_scatter_axes_fit_the_points_not_the_references():
 
 
 def test_sweep_axis_titles_are_one_title_per_panel():
-    from dashboard.sweeps import sweep_chart, sweeps
+    from bench.dashboard.sweeps import sweep_chart, sweeps
 
     rows = []
     for eta, value in ((10, 0.6), (100, 0.8)):
@@ -671,7 +671,7 @@ def test_utility_that_does_not_beat_the_majority_class_is_marked():
 
 
 def test_board_marks_cells_without_utility_signal(tmp_path, run_app):
-    from dashboard.charts import NO_SIGNAL
+    from bench.dashboard.charts import NO_SIGNAL
 
     store = ResultStore(tmp_path)
     for seed in range(2):  # accuracy 0.5 and 0.6 against a majority class at 0.7: no signal

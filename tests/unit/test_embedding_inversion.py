@@ -6,7 +6,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attacks.embedding_inversion import Channel, EmbeddingInversion, word_scores
+from bench.attacks.embedding_inversion import Channel, EmbeddingInversion, word_scores
 from bench.cli.main import app
 from bench.core.components import PublicKnowledge, Truth
 from bench.core.releases import Release, ReleaseKind

@@ -65,7 +65,7 @@ def plant(root):
 
 
 def test_a_token_only_the_attacked_split_holds_comes_only_through_the_release(tmp_path, monkeypatch):
-    from attacks.inversion import _released_ids
+    from bench.attacks.inversion import _released_ids
 
     root = write_tiny_glue(tmp_path / "data")
     plant(root)

@@ -10,7 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIRS = ("bench", "dashboard", "attacks", "defenses", "tasks", "scripts")
 HEAVY = ("torch", "transformers")
-COMPONENT_PACKAGES = ("defenses", "attacks", "tasks")
+COMPONENT_FOLDERS = ("defenses", "attacks", "tasks")
+COMPONENT_PACKAGES = tuple(f"bench.{folder}" for folder in COMPONENT_FOLDERS)
+# folders of the repository installed inside the bench package (pyproject.toml's package-dir)
+INSTALLED_INSIDE = (*COMPONENT_FOLDERS, "dashboard")
 
 
 def python_files(*folders: str) -> list[Path]:
@@ -21,7 +24,26 @@ def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[0] in INSTALLED_INSIDE:
+        parts.insert(0, "bench")
     return ".".join(parts)
+
+
+def module_path(name: str) -> Path:
+    """The file or folder of a project module, without its suffix (bench.defenses.x is defenses/x)."""
+    parts = name.split(".")
+    if parts[0] == "bench" and len(parts) > 1 and parts[1] in INSTALLED_INSIDE:
+        parts = parts[1:]
+    return ROOT.joinpath(*parts)
+
+
+def within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def is_project(name: str) -> bool:
+    """A module of the library or its components (the dashboard is outside the import graph)."""
+    return _top(name) == "bench" and not within(name, ("bench.dashboard",))
 
 
 def _absolute(path: Path, node: ast.ImportFrom) -> str:
@@ -65,7 +87,7 @@ def _module_level(body: list[ast.stmt]):
 
 
 def _is_module(name: str) -> bool:
-    target = ROOT.joinpath(*name.split("."))
+    target = module_path(name)
     return target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()
 
 
@@ -90,7 +112,8 @@ DASHBOARD_ENGINE = ("bench.engine.applicable",)
 
 def test_dashboard_imports_only_bench_results():
     bad = [_where(p, line, name) for p in python_files("dashboard") for name, line in imports(p)
-           if _top(name) == "bench" and not name.startswith("bench.results") and name not in DASHBOARD_ENGINE]
+           if _top(name) == "bench" and not within(name, ("bench.results", "bench.dashboard"))
+           and name not in DASHBOARD_ENGINE]
     assert bad == []
 
 
@@ -105,13 +128,13 @@ def test_reproduce_reads_records_only():
 
 def test_attacks_never_import_defenses():
     bad = [_where(p, line, name) for p in python_files("attacks") for name, line in imports(p)
-           if _top(name) == "defenses"]
+           if within(name, ("bench.defenses",))]
     assert bad == []
 
 
 def test_bench_never_imports_components_by_name():
     bad = [_where(p, line, name) for p in python_files("bench") for name, line in imports(p)
-           if _top(name) in COMPONENT_PACKAGES]
+           if within(name, COMPONENT_PACKAGES)]
     assert bad == []
 
 
@@ -124,12 +147,12 @@ LAYERS = (
     ("bench.data",),  # corpora and alignment of words to released pieces
     ("bench.models",),  # encoders, servers, MLMs, adaptation, and the math that runs them (NDD, gradient matching)
     ("bench.results",),  # records, store, leaderboard
-    ("tasks", "defenses", "attacks"),  # components
+    COMPONENT_PACKAGES,  # components
     ("bench.engine",),  # runner, executors, grid
     ("bench.reproduction", "bench.performance"),  # the papers' tables; how fast the mechanisms run
     ("bench.cli",),
 )
-GRAPH_DIRS = ("bench", "tasks", "defenses", "attacks")
+GRAPH_DIRS = ("bench", *COMPONENT_FOLDERS)
 
 
 def layer_of(module: str) -> int:
@@ -150,7 +173,7 @@ def project_imports(type_checking: bool = True) -> list[tuple[Path, int, str]]:
     found = []
     for path in python_files(*GRAPH_DIRS):
         skip = set() if type_checking else _type_checking_lines(path)
-        found += [(path, line, name) for name, line in imports(path) if _top(name) in GRAPH_DIRS and line not in skip]
+        found += [(path, line, name) for name, line in imports(path) if is_project(name) and line not in skip]
     return found
 
 
@@ -218,7 +241,7 @@ def test_no_module_imports_a_higher_layer():
 
 def test_layer_of_reads_the_longest_prefix():
     assert layer_of("bench.core.spec") == 0 and layer_of("bench") == 0
-    assert layer_of("bench.engine.runner") > layer_of("attacks.inversion") > layer_of("bench.results.record")
+    assert layer_of("bench.engine.runner") > layer_of("bench.attacks.inversion") > layer_of("bench.results.record")
 
 
 def test_no_private_name_crosses_a_module():
@@ -226,7 +249,7 @@ def test_no_private_name_crosses_a_module():
     bad = []
     for path in python_files(*GRAPH_DIRS):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and _top(_absolute(path, node)) in GRAPH_DIRS:
+            if isinstance(node, ast.ImportFrom) and is_project(_absolute(path, node)):
                 bad += [_where(path, node.lineno, f"{_absolute(path, node)}.{alias.name}") for alias in node.names
                         if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert bad == []
@@ -275,7 +298,7 @@ def _function_imports(path: Path) -> list[tuple[int, str]]:
     for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(function):
-                if isinstance(node, ast.ImportFrom) and _top(base := _absolute(path, node)) in GRAPH_DIRS:
+                if isinstance(node, ast.ImportFrom) and is_project(base := _absolute(path, node)):
                     found += [(node.lineno, f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base)
                               for a in node.names]
     return found
@@ -293,9 +316,35 @@ def test_project_modules_are_imported_at_the_top():
         if relative.startswith(COMMANDS_LAZY):
             continue
         for line, name in _function_imports(path):
-            component = relative.split("/", 1)[0] in COMPONENT_PACKAGES
+            component = relative.split("/", 1)[0] in COMPONENT_FOLDERS
             if (component and not name.startswith(COMPONENT_LAZY)) or \
                     (not component and (relative, name) not in LIBRARY_LAZY):
                 bad.append(_where(path, line, name))
     assert bad == []
 
+
+
+def test_every_package_is_installed_under_bench():
+    """pyproject.toml lists every package of the repository, the component folders inside ``bench``."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    packages = {module_name(p) for folder in ("bench", *INSTALLED_INSIDE) for p in (ROOT / folder).rglob("__init__.py")
+                if "__pycache__" not in p.parts}
+    assert sorted(config["packages"]) == sorted(packages)
+    assert config["package-dir"] == {f"bench.{folder}": folder for folder in INSTALLED_INSIDE}
+
+
+def test_no_file_imports_a_component_folder_as_a_top_level_package():
+    """``defenses`` alone would be a second copy of ``bench.defenses`` (its components registered twice)."""
+    bad = [_where(p, line, name) for p in python_files(*SOURCE_DIRS, "tests") for name, line in imports(p)
+           if _top(name) in INSTALLED_INSIDE]
+    assert bad == []
+
+
+def test_the_component_folders_import_as_bench_packages():
+    import importlib
+
+    for folder in INSTALLED_INSIDE:
+        module = importlib.import_module(f"bench.{folder}")
+        assert Path(module.__file__).resolve() == ROOT / folder / "__init__.py"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attacks.membership import Membership, epsilon_lower_bound, logit_confidence, one_run_epsilon, roc_figures
 from bench import BenchError
+from bench.attacks.membership import Membership, epsilon_lower_bound, logit_confidence, one_run_epsilon, roc_figures
 from bench.core.components import Truth
 from bench.core.releases import Release, ReleaseKind, ServerModel
 

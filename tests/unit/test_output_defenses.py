@@ -19,7 +19,7 @@ LOGITS = np.array([[0.0, math.log(3.0)], [2.0, -1.0]])
 
 
 def test_softening_is_the_tempered_softmax():
-    from defenses.softening import Softening
+    from bench.defenses.softening import Softening
 
     plain = Softening(tau=1.0).answer(LOGITS, np.random.default_rng(0))
     assert np.allclose(plain[0], [0.25, 0.75])
@@ -32,7 +32,7 @@ def test_softening_is_the_tempered_softmax():
 
 
 def test_perturbation_adds_clipped_renormalised_gaussian_noise():
-    from defenses.perturbation import PredictionPerturbation
+    from bench.defenses.perturbation import PredictionPerturbation
 
     p = softmax(LOGITS)
     assert np.allclose(gaussian_perturbation(p, 0.0, np.random.default_rng(0)), p)
@@ -62,7 +62,7 @@ def test_most_least_keeps_only_the_extremes_and_the_argmax():
     uniform = most_least(np.full((1, 4), 0.25), 0.2)
     assert np.allclose(uniform, [[0.7, 0.3, 0.0, 0.0]])
     logits = np.random.default_rng(0).standard_normal((50, 4))
-    from defenses.most_least import MostLeast
+    from bench.defenses.most_least import MostLeast
 
     answer = MostLeast(eps=0.05).answer(logits, np.random.default_rng(0))
     assert (answer.argmax(axis=1) == logits.argmax(axis=1)).all() and np.allclose(answer.sum(axis=1), 1.0)
@@ -89,13 +89,13 @@ def test_nasty_teacher_keeps_accuracy_and_moves_away_from_a_normal_network():
 
 
 @pytest.mark.parametrize("cls, args, message", [
-    ("defenses.softening.Softening", {"tau": 0.0}, "tau must be > 0"),
-    ("defenses.softening.Softening", {"tau": -1.0}, "tau must be > 0"),
-    ("defenses.perturbation.PredictionPerturbation", {"sigma": -0.1}, "sigma must be >= 0"),
-    ("defenses.most_least.MostLeast", {"eps": 0.0}, r"eps must lie in \(0, 0.5\)"),
-    ("defenses.most_least.MostLeast", {"eps": 0.5}, r"eps must lie in \(0, 0.5\)"),
-    ("defenses.reverse_sigmoid.ReverseSigmoid", {"gamma": 0.0}, "gamma must be > 0"),
-    ("defenses.nasty_teacher.NastyTeacher", {"omega": -1.0}, "omega must be >= 0"),
+    ("bench.defenses.softening.Softening", {"tau": 0.0}, "tau must be > 0"),
+    ("bench.defenses.softening.Softening", {"tau": -1.0}, "tau must be > 0"),
+    ("bench.defenses.perturbation.PredictionPerturbation", {"sigma": -0.1}, "sigma must be >= 0"),
+    ("bench.defenses.most_least.MostLeast", {"eps": 0.0}, r"eps must lie in \(0, 0.5\)"),
+    ("bench.defenses.most_least.MostLeast", {"eps": 0.5}, r"eps must lie in \(0, 0.5\)"),
+    ("bench.defenses.reverse_sigmoid.ReverseSigmoid", {"gamma": 0.0}, "gamma must be > 0"),
+    ("bench.defenses.nasty_teacher.NastyTeacher", {"omega": -1.0}, "omega must be >= 0"),
 ])
 def test_bad_parameters_are_refused(cls, args, message):
     import importlib
@@ -133,7 +133,7 @@ def test_prediction_attacks_need_an_api_task():
 def test_aia_scores_per_attribute_and_table4_as_he_et_al():
     from types import SimpleNamespace
 
-    from attacks.aia import AttributeInference
+    from bench.attacks.aia import AttributeInference
 
     truth = SimpleNamespace(attributes={"gender": np.array([1, 1, 0, 0]), "age": np.array([0, 0, 0, 1])})
     attack = AttributeInference()
@@ -151,7 +151,7 @@ def test_aia_scores_per_attribute_and_table4_as_he_et_al():
 def test_attribute_splits_are_disjoint_and_agnews_shares_its_leftovers(monkeypatch):
     """Five disjoint blocks of one permutation; on AG News (sparse person attributes) the examples the blocks
     leave go half to the auxiliary and half to the attribute evaluation split."""
-    from tasks.attributes import AGNews, Trustpilot
+    from bench.tasks.attributes import AGNews, Trustpilot
 
     n = 100
     pool = (tuple(f"text {i}" for i in range(n)), np.arange(n) % 4, {"person1": (np.arange(n) % 7 == 0).astype(int)},
@@ -171,7 +171,7 @@ def test_attribute_splits_are_disjoint_and_agnews_shares_its_leftovers(monkeypat
 def test_blog_splits_by_author(monkeypatch, tmp_path):
     """No Blog author has posts in two splits (an author's posts in the auxiliary and the evaluation sets let the
     attacker recognise the author instead of inferring the attribute); every split still has every industry."""
-    from tasks.attributes import BLOG_INDUSTRIES, Blog
+    from bench.tasks.attributes import BLOG_INDUSTRIES, Blog
 
     folder = tmp_path / "aia" / "blog"
     folder.mkdir(parents=True)
@@ -199,7 +199,7 @@ def test_aia_micro_f1_leaves_out_a_three_class_attribute_whose_targets_hold_two_
     with one binary attribute left, micro F1 is still its positive class's F1 (not the accuracy)."""
     from types import SimpleNamespace
 
-    from attacks.aia import AttributeInference
+    from bench.attacks.aia import AttributeInference
 
     truth = SimpleNamespace(attributes={"gender": np.array([1, 1, 0, 0]), "age": np.array([0, 1, 0, 1])})
     attack = AttributeInference()

@@ -88,7 +88,7 @@ def test_fit_pair_cuts_the_longer_segment_first():
 
 
 def test_texthide_mixes_a_regression_target_like_the_representations():
-    from defenses.texthide import TextHide
+    from bench.defenses.texthide import TextHide
 
     scores = np.array([0.0, 1.5, 3.0, 4.2, 5.0, 2.5])
     targets = torch.from_numpy(targets_for(scores, 1))

@@ -11,8 +11,8 @@ from bench.core.evalb import evalb, plain_label, strip_traces, tree_brackets
 from bench.core.examples import data_dir
 from bench.core.spans import Edit, Span, apply_edits
 from bench.models.chart import cky
-from tasks.conll2003 import Alignment
-from tasks.ptb import (
+from bench.tasks.conll2003 import Alignment
+from bench.tasks.ptb import (
     PTB,
     PTB20,
     file_split,

@@ -108,8 +108,8 @@ def test_an_undeclared_note_tells_a_plugin_how_to_declare_it():
 
 
 def test_the_engine_checks_a_new_records_notes_before_the_attack(tiny_data, monkeypatch):
+    from bench.defenses.dchi import DchiSequence
     from bench.engine.runner import make_spec, run_cell
-    from defenses.dchi import DchiSequence
 
     attacked = []
     monkeypatch.setattr(DchiSequence, "describe", lambda self, dim: {"radius_in_words": "far"})
@@ -139,7 +139,7 @@ def test_what_each_defense_describes_is_declared_on_every_path_that_drives_it():
     bad = []
     for name in DEFENSES.names():
         cls = DEFENSES.get(name)
-        if not cls.__module__.startswith("defenses."):
+        if not cls.__module__.startswith("bench.defenses."):
             continue  # a plugin another test registered
         with smoke_budget():  # NDD describes its MLM: built at the smoke budget, in seconds
             described = build_component(cls, {}).describe(384)

@@ -14,7 +14,7 @@ def test_builtins_are_discovered():
 
 
 def test_registry_name_is_the_module_stem():
-    assert DEFENSES.get("texthide").__module__ == "defenses.texthide"
+    assert DEFENSES.get("texthide").__module__ == "bench.defenses.texthide"
 
 
 def test_unknown_name_suggests_the_closest():

@@ -123,3 +123,38 @@ def test_the_inference_traffic_is_its_own_row_and_says_so():
     table = aggregate(seed_frame([training, inference]))
     rows = table[table["metric"] == "privacy/rss/identity"].set_index("config_hash")["attack_args"]
     assert "traffic=inference" in rows["inf123"] and "traffic" not in rows[training.config_hash]
+
+
+def test_one_table_with_the_metrics_and_notes_asked_for(tmp_path):
+    from tests.unit.test_store import make_record
+
+    store = ResultStore(tmp_path)
+    for seed, seconds in ((0, 10.0), (1, 14.0)):
+        store.append(make_record(seed, runtime_s=seconds, notes={"release": "tokens"},
+                                 metrics={"utility/accuracy": 0.5, "privacy/rss/identity": 0.2,
+                                          "privacy/rss/top5": 0.3 + seed / 10, "random/rss/identity": 0.01}))
+    result = runner.invoke(app, ["report", "--results-dir", str(tmp_path), "--task", "sst2", "--attack", "rss",
+                                 "--metric", "top5", "--note", "runtime_s", "--note", "release"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "### sst2 · rss" and "worst case" not in result.output  # one table, no legend
+    header = next(line for line in lines if line.startswith("| rank"))
+    assert header.index("rss identity") < header.index("rss top5") < header.index("runtime_s") < \
+        header.index("release") < header.index("seeds")
+    assert "| 0.350 ± 0.071 [-0.285, 0.985] |" in result.output  # the extra metric over both seeds
+    assert "| 10–14 | tokens | 2 |" in result.output  # the seeds' run times differ: their range
+
+
+def test_one_table_refuses_what_the_board_does_not_have(tmp_path):
+    board_with_two_defenses(tmp_path)
+    cases = [(["--task", "qqp"], "no record of task 'qqp'"),
+             (["--attack", "reprecon"], "no record of attack 'reprecon'"),
+             (["--attack", "rss", "--metric", "top9"], "records no metric 'top9'; its metrics: accuracy, identity"),
+             (["--metric", "identity"], "give --attack too"),
+             (["--note", "nothing"], "has the note 'nothing'"),
+             (["--attack", "rss", "--note", "release"], "has the note"),
+             (["--task", "sst2", "--pages", str(tmp_path / "site")], "--pages writes the whole board")]
+    for args, phrase in cases:
+        result = runner.invoke(app, ["report", "--results-dir", str(tmp_path), *args])
+        assert result.exit_code == 2 and phrase in " ".join(result.output.split()), (args, result.output)
+    assert not (tmp_path / "site").exists()

@@ -100,14 +100,14 @@ def batch_of(texts, spans, pool=None):
 
 
 def test_mask_writes_one_mask_per_word():
-    from defenses.mask import SpanMask
+    from bench.defenses.mask import SpanMask
 
     edits = SpanMask().rewrite(batch_of(["a b c"], [[Span(0, 2, "PER")]]), np.random.default_rng(0))
     assert edits == [[Edit(Span(0, 2, "PER"), ("[MASK]", "[MASK]"))]]
 
 
 def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm):
-    from defenses.ndd import NDDDistortion
+    from bench.defenses.ndd import NDDDistortion
 
     texts = ["peter blackburn visited the european commission in brussels on thursday ."] * 3
     spans = [[Span(0, 2, "PER")]] * 3
@@ -133,9 +133,9 @@ def test_ndd_selection_keeps_the_smallest_ndd_and_never_the_original(patched_mlm
                                                       ("fp32", "bf16", "bf16"), ("bf16", "fp32", "fp32")])
 def test_ndd_mlm_runs_at_its_own_precision_and_the_cell_keeps_its_own(patched_mlm, monkeypatch, cell, setting,
                                                                       expected):
+    from bench.defenses.ndd import NDDDistortion
     from bench.models import encoders
     from bench.models import ndd as metric
-    from defenses.ndd import NDDDistortion
 
     seen, plain = [], metric._log_probs_at
 
@@ -157,8 +157,8 @@ def test_ndd_mlm_runs_at_its_own_precision_and_the_cell_keeps_its_own(patched_ml
 
 
 def test_rewrite_cache_replays_a_rewrite_exactly_and_misses_on_any_change(patched_mlm, tmp_path, monkeypatch):
+    from bench.defenses.ndd import NDDDistortion
     from bench.engine.spans import cached_rewrite
-    from defenses.ndd import NDDDistortion
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     texts = ["peter blackburn visited the european commission in brussels on thursday .", "ann lee left ."]
@@ -209,8 +209,8 @@ SENTENCES = ("yesterday it rained all day in brussels .", "then peter blackburn 
     ({"scope": "sentence"}, " ".join(SENTENCES), Span(9, 11, "PER"), SENTENCES[1], (1, 3)),
 ])
 def test_ndd_scores_a_window_or_the_sentence_as_if_it_stood_alone(patched_mlm, args, words, span, alone, inside):
+    from bench.defenses.ndd import NDDDistortion, _Pieces
     from bench.models.ndd import ndd_scores
-    from defenses.ndd import NDDDistortion, _Pieces
 
     options = [(("john", "smith"), None), (("mary",), None), (("ann", "lee"), None)]
     pieces = _Pieces(patched_mlm.tokenizer)
@@ -237,7 +237,7 @@ def test_sentences_around_a_span():
 
 
 def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_mlm):
-    from defenses.ndd import NDDDistortion
+    from bench.defenses.ndd import NDDDistortion
 
     texts = ["he met peter blackburn in brussels yesterday ."]
     spans = [[Span(2, 4, "PER"), Span(5, 6, "LOC")]]
@@ -260,7 +260,7 @@ def test_ndd_generative_fills_as_many_pieces_and_random_takes_the_first(patched_
     ({"mlm_precision": "fp16"}, "mlm_precision must be cell, fp32 or bf16"),
 ])
 def test_ndd_rejects_bad_parameters(args, message):
-    from defenses.ndd import NDDDistortion
+    from bench.defenses.ndd import NDDDistortion
 
     with pytest.raises(BenchError, match=message):
         NDDDistortion(**args)
@@ -294,8 +294,8 @@ def test_span_recovery_reaches_a_span_of_more_pieces_than_its_slot(tiny_mlm, mon
     fills them at length 2 whatever the slot's length (the attack before filled only the slot's one piece)."""
     import copy
 
-    from attacks.span_recovery import SpanRecovery
     from bench import Truth
+    from bench.attacks.span_recovery import SpanRecovery
     from bench.models import mlm as mlm_module
 
     biased = copy.deepcopy(tiny_mlm)
@@ -318,9 +318,9 @@ def test_span_recovery_reaches_a_span_of_more_pieces_than_its_slot(tiny_mlm, mon
 def test_span_recovery_searches_the_whole_release_and_keeps_the_masked_word_count(patched_mlm, monkeypatch):
     """A span substituted into another sentence is a candidate everywhere; a slot of three [MASK]s takes only
     three-word candidates, so with a flat MLM and no prior the released three-word span ranks first."""
-    import attacks.span_recovery as span_recovery
-    from attacks.span_recovery import SpanRecovery
+    import bench.attacks.span_recovery as span_recovery
     from bench import Truth
+    from bench.attacks.span_recovery import SpanRecovery
 
     def flat(mlm, rows, row_index, columns):
         return np.full((len(row_index), int(mlm.model.config.vocab_size)), -10.0, dtype=np.float32)
@@ -341,7 +341,7 @@ def test_span_recovery_searches_the_whole_release_and_keeps_the_masked_word_coun
 def test_span_recovery_chooses_its_mlm_weight_on_public_spans_and_can_fall_back_on_the_prior(patched_mlm):
     """With a random MLM the weight chosen on the public spans is the one that ranks them best; the prior alone
     (weight 0) is among the choices, so on the public spans the attack never ranks below the frequency guess."""
-    from attacks.span_recovery import SpanRecovery
+    from bench.attacks.span_recovery import SpanRecovery
 
     tokenizer = patched_mlm.tokenizer
     names = ["paris", "london", "berlin", "rome"]
@@ -361,8 +361,8 @@ def test_span_recovery_chooses_its_mlm_weight_on_public_spans_and_can_fall_back_
 
 
 def test_span_recovery_scores_verbatim_mlm_and_frequency_guesses():
-    from attacks.span_recovery import SlotGuesses, SpanRecovery
     from bench import Truth
+    from bench.attacks.span_recovery import SlotGuesses, SpanRecovery
 
     rows = [np.array([5, 6, 7, 8]), np.array([9, 9, 4])]
     slots = [[(0, 0, 2, "PER"), (0, 3, 4, "LOC")], [(0, 0, 1, "PER")]]
@@ -379,7 +379,7 @@ def test_span_recovery_scores_verbatim_mlm_and_frequency_guesses():
 
 def test_interrupted_ndd_rewrite_resumes_from_its_checkpoint_with_the_same_choices(patched_mlm, tmp_path,
                                                                                      monkeypatch):
-    from defenses.ndd import NDDDistortion
+    from bench.defenses.ndd import NDDDistortion
 
     texts = ["peter blackburn visited the european commission in brussels on thursday .", "ann lee left .",
              "john smith met mary jones in rome .", "the old man saw tom ."]
@@ -431,8 +431,8 @@ def test_ndd_progress_counts_each_span_as_the_square_of_its_pieces_and_a_resumed
         patched_mlm, tmp_path, monkeypatch):
     import contextlib
 
-    import defenses.ndd as ndd_module
-    from defenses.ndd import NDDDistortion
+    import bench.defenses.ndd as ndd_module
+    from bench.defenses.ndd import NDDDistortion
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     texts = ["peter blackburn visited the european commission in brussels on thursday .", "ann lee left .",
@@ -484,8 +484,8 @@ def test_substitution_draws_from_public_text_by_default_and_from_the_client_only
     pool=own releases the client's own entities, moved to other sentences."""
     from bench.core.registry import TASKS
     from bench.core.spans import segment_words
+    from bench.defenses.ndd import NDDDistortion
     from bench.engine.spans import rewrite_split, substitution_pool, task_spans
-    from defenses.ndd import NDDDistortion
 
     task = TASKS.get("conll2003")()
     data = task.load(n_train=150, n_eval=50, seed=0)

@@ -12,7 +12,7 @@ import pytest
 from bench import BenchError, Examples, TaskData
 from bench.core.examples import data_dir
 from bench.core.spans import Edit, Span, apply_edits
-from tasks.squad import (
+from bench.tasks.squad import (
     FILE,
     TRAIN_ARTICLES,
     WINDOW,
@@ -218,7 +218,7 @@ def test_spacy_character_spans_become_the_words_they_overlap():
 
 
 def test_sensitive_spans_are_spacy_entities_of_the_context_and_cached(tmp_path, monkeypatch):
-    import tasks.squad as squad
+    import bench.tasks.squad as squad
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     texts = (("Where?", "Super Bowl 50 was played at Levi's Stadium in Santa Clara , California ."),

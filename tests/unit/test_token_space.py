@@ -37,7 +37,7 @@ def test_released_words_are_read_back_one_position_each(tmp_path):
     released = space.render([np.array([0, 1, 2, 3])])
     assert space.released_ids(released)[0].tolist() == [0, 1, 2, 3]
     assert len(space.client_ids(released)[0]) > 4  # what reading it as client text did
-    from attacks.inversion import _released_ids
+    from bench.attacks.inversion import _released_ids
     from bench.core.releases import Release, ReleaseKind
 
     release = Release(ReleaseKind.TEXT, released, np.arange(1))

@@ -26,8 +26,8 @@ def audit(
     leak: float = typer.Option(0.0, help="Plant a bug: release each token as it is with this probability."),
     fit_sentences: int = typer.Option(2000, "--fit-sentences", help="Public sentences whose counts fit SanText+'s "
                                       "sensitive set."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the audit to this JSON file "
-                                             "(e.g. results/audits/<defense>.json)."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the audit to this JSON file; "
+                                             "results/audits/NAME.json publishes it (bench report --audit NAME)."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print the table as Markdown (for the docs)."),
     plugin: Optional[List[Path]] = PluginOption,
 ) -> None:
@@ -39,6 +39,10 @@ def audit(
     parsed = parse_ranks(ranks)
     if json_path is not None:
         output_file(json_path, "--json")  # before the audit, which a bad path would otherwise lose
+        from bench.engine.provenance import check_publishable
+        from bench.results.store import ResultStore
+
+        check_publishable(ResultStore(json_path.resolve().parent.parent))  # results/audits/: the published board
     report = run_audit(defense, defense_args, encoder, anchors, parsed, trials, alpha, seed, leak, fit_sentences,
                        progress=lambda message: err.print(f"[dim]{message}…[/dim]"))
     if as_markdown:

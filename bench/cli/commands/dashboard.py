@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ def dashboard(
     and the published results/ of this checkout, switched in its sidebar or shown side by side."""
     if not 1 <= port <= 65535:
         raise BenchError(f"--port must be between 1 and 65535, got {port}.")
-    app_path = Path(__file__).resolve().parents[3] / "dashboard" / "app.py"
+    app_path = Path(importlib.util.find_spec("bench.dashboard").origin).resolve().parent / "app.py"
     env = dict(os.environ)
     if results_dir is not None:
         from bench.results.store import ResultStore
