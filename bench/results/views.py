@@ -52,6 +52,15 @@ def is_test_encoder(name: str) -> bool:
     return bool(MOCK.match(str(name)))
 
 
+def varying_args(texts) -> list[str]:
+    """Each ``k=v,...`` text with only the arguments whose values differ between the texts (an argument every row
+    gives the same value says nothing about the row)."""
+    parsed = [parse_args(t) for t in texts]
+    keys = dict.fromkeys(k for args in parsed for k in args)
+    varying = [k for k in keys if len({args.get(k) for args in parsed}) > 1]
+    return [",".join(f"{k}={args[k]}" for k in varying if k in args) for args in parsed]
+
+
 def parse_args(text) -> dict[str, str]:
     """``"eps=4.0,p=0.3"`` -> ``{"eps": "4.0", "p": "0.3"}`` (a missing value has no arguments)."""
     if not isinstance(text, str):
@@ -422,7 +431,7 @@ def ranked_tables(board: pd.DataFrame, task: str, majority: dict[str, dict[str, 
         for extra, title in (("server_args", "server"), ("attack_args", "attack args"), ("encoder", "encoder"),
                              ("mode", "mode")):
             if extra in table and table[extra].astype(str).nunique() > 1:
-                out[title] = table[extra]
+                out[title] = varying_args(table[extra]) if extra == "attack_args" else table[extra]
         if sizes_differ(table):
             out["train / eval"] = size_labels(table)
         for metric in filter(None, [utility, privacy[0] if privacy else None]):
