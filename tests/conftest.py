@@ -52,6 +52,8 @@ def pytest_collection_modifyitems(config, items):
             return ""
 
     items.sort(key=lambda item: folder(item) not in CELL_FOLDERS)  # stable: file and test order kept otherwise
+
+
 @pytest.fixture(autouse=True)
 def _registries_as_the_test_module_sees_them(request):
     """Each test sees the shipped components and those its own module and its folders' conftest files define, and

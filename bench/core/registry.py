@@ -1,8 +1,8 @@
 """Registries of defenses, attacks and tasks, filled by importing the modules that define them.
 
 A component registers itself with a decorator; the registry discovers the modules of its package
-(``defenses/``, ``attacks/``, ``tasks/``, installed as ``bench.defenses`` and so on) on first lookup, and ``load_plugin`` imports an
-out-of-tree file the same way. Nothing here names a component.
+(``defenses/``, ``attacks/``, ``tasks/``, installed as ``bench.defenses`` and so on) on first lookup, and
+``load_plugin`` imports an out-of-tree file the same way. Nothing here names a component.
 """
 
 from __future__ import annotations

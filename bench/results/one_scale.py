@@ -7,7 +7,8 @@ A *family* is a defense with everything fixed but the argument it sweeps (``eta`
 - ``membership``: membership inference's TPR at 1% FPR (its headline; the strongest membership cell);
 - ``formal ε``: the ε of a guarantee with the membership attack's meaning, record-level (ε, δ)-DP of the training
   set. Only DP-SGD has one. The ε of d_chi and SanText is metric DP per token (ε·d between two tokens at embedding
-  distance d), which bounds no membership test on the server's training set, so it is left blank;
+  distance d), which bounds no membership test on the server's training set, so it is left blank; that guarantee
+  is audited instead (``audits``: the published ``bench audit`` files beside their claims);
 - ``ε lower`` and ``one-run ε``: the empirical ε lower bounds the membership attack records (Clopper-Pearson at its
   best threshold; one-run auditing with canaries).
 
@@ -160,9 +161,9 @@ LEGEND = (
     "worst case of the board on the one scale (0 = the random guess, 1 = total recovery; *strongest* names the "
     "attack, and an incomplete setting's worst case is a lower bound); *formal ε*: DP-SGD's (ε, δ = 1/n) on the "
     "training set, the only guarantee here with membership's meaning (the ε or η of d_chi and SanText is metric DP "
-    "per token, left blank); *ε lower* and *one-run ε*: the empirical lower bounds the membership attack certifies "
-    "(Clopper-Pearson at its best threshold; one-run auditing with canaries), at most about 3.3 at 100 members and "
-    "100 non-members whatever the defense.")
+    "per token, left blank here and audited at the end of the page); *ε lower* and *one-run ε*: the empirical lower "
+    "bounds the membership attack certifies (Clopper-Pearson at its best threshold; one-run auditing with canaries), "
+    "at most about 3.3 at 100 members and 100 non-members whatever the defense.")
 MATCHED_LEGEND = (
     "Utility at matched attack success: per family, utility interpolated linearly at each level of the axis between "
     "the two settings that bracket it, along the family's settings sorted by the axis; blank where the family's "
@@ -170,13 +171,47 @@ MATCHED_LEGEND = (
     "its first bracketing pair.")
 
 
+AUDIT_LEGEND = (
+    "The local token mechanisms' own guarantee, audited (`bench audit`, the files in `{source}audits/`; "
+    "[how](../audit.md)): for pairs of tokens at embedding distance d, the loss their releases show, a lower bound "
+    "at 95% confidence over all pairs at once, against the ε·d the mechanism claims. *largest audited*: the largest "
+    "bound over the pairs, beside *its claim*; *audited / claim*: the largest ratio over the pairs (above 1 is a "
+    "bug); *trials' ceiling*: the largest bound the trials can show, so a claim above it cannot be caught.")
+
+
+def audits(reports: list[dict]) -> pd.DataFrame:
+    """One row per published audit of a real mechanism (a planted leak is a check of the audit, left out): the
+    defense, its arguments, the encoder, pairs and trials, the largest audited bound and its pair's claim, the
+    largest audited / claim ratio, the pairs above their claim and the trials' ceiling."""
+    rows = []
+    for report in reports:
+        if report.get("leak"):
+            continue
+        pairs = [{k: float(p[k]) for k in ("lower", "claim", "ceiling")} for p in report["pairs"]]
+        top = max(pairs, key=lambda p: p["lower"])
+        rows.append({"defense": report["defense"],
+                     "arguments": ",".join(f"{k}={v}" for k, v in report["args"].items()),
+                     "encoder": report["encoder"], "pairs": len(pairs), "trials": report["trials"],
+                     "largest audited": top["lower"], "its claim": top["claim"],
+                     "audited / claim": max(p["lower"] / p["claim"] for p in pairs if p["claim"] > 0),
+                     "pairs above claim": report["exceeded"],
+                     "trials' ceiling": max(p["ceiling"] for p in pairs)})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame = frame.assign(_key=[args_sort_key(a) for a in frame["arguments"]])
+    return frame.sort_values(["defense", "_key"], kind="stable").drop(columns="_key").reset_index(drop=True)
+
+
 def page(board: pd.DataFrame, source: str, command: str, headline: dict[str, str],
-         applicable: Applicable | None = None) -> str | None:
-    """The one-scale page (Markdown) of every task with an attacked setting, None when there is none."""
+         applicable: Applicable | None = None, audit_reports: list[dict] = ()) -> str | None:
+    """The one-scale page (Markdown) of every task with an attacked setting, then the token mechanisms' audits
+    (``audits``); None when there is neither."""
     lines = [GENERATED, "# One scale", "",
              f"Every defense family side by side, printed by `{command}` from the records in `{source}`. {LEGEND}",
              "", MATCHED_LEGEND, ""]
-    shown = False
+    audited = audits(list(audit_reports))
+    shown = not audited.empty
     for task in task_order(board):
         utility = headline.get(task)
         table = settings(board, task, utility, applicable)
@@ -191,4 +226,7 @@ def page(board: pd.DataFrame, source: str, command: str, headline: dict[str, str
             if found.empty:
                 continue
             lines += [f"### {task} · {name} at matched {title}", "", markdown_table(found), ""]
+    if not audited.empty:
+        lines += ["## The token mechanisms' own guarantee, audited", "", AUDIT_LEGEND.format(source=source), "",
+                  markdown_table(audited, digits=2), ""]
     return "\n".join(lines).rstrip() + "\n" if shown else None

@@ -62,6 +62,9 @@ def default_results_dir() -> Path:
     return Path(os.environ.get("BENCH_RESULTS_DIR") or USER_RESULTS)
 
 
+AUDITS = "audits"  # <results>/audits/<name>.json: token-mechanism audits (bench audit --json)
+
+
 class ResultStore:
     """Records under ``<root>/records/<defense>.jsonl`` and the leaderboard beside them."""
 
@@ -71,6 +74,7 @@ class ResultStore:
                              "$BENCH_RESULTS_DIR, else ./bench-results.")
         self.root = Path(root) if root is not None else default_results_dir()
         self.records_dir = self.root / "records"
+        self.audits_dir = self.root / AUDITS
         self.claims_dir = self.root / "claims"
 
     def path_for(self, defense: str) -> Path:

@@ -7,7 +7,7 @@ import pytest
 
 from bench.results.curves import bracketing
 from bench.results.leaderboard import aggregate, seed_frame
-from bench.results.one_scale import matched, page, settings
+from bench.results.one_scale import audits, matched, page, settings
 from tests.unit.test_store import make_record
 
 MEMBER = "privacy/membership/"
@@ -66,3 +66,20 @@ def test_page_lists_the_tasks_with_attacked_settings():
     text = page(frame, "results/", "bench report --pages docs/results", {"sst2": "utility/accuracy"})
     assert "## sst2" in text and "accuracy at matched membership TPR at 1% FPR" in text
     assert page(frame[frame["attack"] == ""], "results/", "x", {}) is None
+
+
+def audit_report(defense="santext", leak=0.0, pairs=((0.5, 2.0, 6.2), (1.2, 3.0, 6.2)), exceeded=0):
+    return {"defense": defense, "args": {"eps": 3.0}, "encoder": "minilm", "trials": 10000, "leak": leak,
+            "exceeded": exceeded, "pairs": [{"lower": lower, "claim": claim, "ceiling": ceiling}
+                                             for lower, claim, ceiling in pairs]}
+
+
+def test_audits_put_each_mechanism_beside_its_claim_and_leave_out_a_planted_leak():
+    table = audits([audit_report(), audit_report(leak=0.05, pairs=((9.0, 3.0, 6.2),), exceeded=1)])
+    assert len(table) == 1  # the planted leak checks the audit, it is no mechanism's figure
+    row = table.iloc[0]
+    assert (row["largest audited"], row["its claim"]) == (1.2, 3.0)  # the largest bound and its own pair's claim
+    assert row["audited / claim"] == pytest.approx(0.4) and row["pairs above claim"] == 0
+    assert audits([audit_report(pairs=(("inf", 3.0, 6.2),))]).iloc[0]["audited / claim"] == math.inf  # JSON's "inf"
+    text = page(aggregate(seed_frame([])), "results/", "bench report", {}, audit_reports=[audit_report()])
+    assert "own guarantee, audited" in text and "| santext | eps=3.0 | minilm | 2 | 10000 | 1.20 | 3.00 |" in text

@@ -31,7 +31,8 @@ def report(
     metric: Optional[List[str]] = typer.Option(None, "--metric", help="With --attack: another of its metrics as a "
                                                "column, e.g. auc (repeatable)."),
     note: Optional[List[str]] = typer.Option(None, "--note", help="A record note as a column, e.g. dp_epsilon_spent, "
-                                             "runtime_s (the run's wall seconds) or machine (the CPU or GPU that ran it); repeatable."),
+                                             "runtime_s (the run's wall seconds) or machine (the CPU or GPU that "
+                                             "ran it); repeatable."),
     audit: Optional[str] = typer.Option(None, "--audit", help="Print the published audit <results>/audits/NAME.json "
                                         "(written by bench audit --json) as Markdown."),
     results_dir: Optional[Path] = ResultsOption,
@@ -98,7 +99,8 @@ def report(
 def print_audit(root: Path, name: str) -> None:
     """Print ``<root>/audits/<name>.json`` as its caption and Markdown table; an unknown name is refused with the
     audits there are."""
-    from bench.reproduction.audit import AUDITS, caption, markdown
+    from bench.reproduction.audit import caption, markdown
+    from bench.results.store import AUDITS
 
     path = root / AUDITS / f"{name}.json"
     if not path.is_file():
@@ -119,7 +121,8 @@ def chosen_metrics(board, task: str | None, attack: str | None, names: list[str]
     from bench.results.views import WORST
 
     if task is not None and task not in set(board["task"]):
-        raise BenchError(f"no record of task {task!r} is on the board; its tasks: {', '.join(sorted(set(board['task'])))}.")
+        raise BenchError(f"no record of task {task!r} is on the board; its tasks: "
+                         f"{', '.join(sorted(set(board['task'])))}.")
     rows = board if task is None else board[board["task"] == task]
     if attack is not None and attack != WORST and attack not in set(rows["attack"]):
         known = ", ".join(sorted(a or "none" for a in set(rows["attack"])))
@@ -152,6 +155,7 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     from bench.results import limits, one_scale
     from bench.results.leaderboard import aggregate, seed_frame
     from bench.results.record import superseded
+    from bench.results.store import AUDITS
     from bench.results.views import GENERATED, headline_metrics, majority_by_config, report_pages
 
     board = aggregate(seed_frame(records), with_order=True)
@@ -176,7 +180,8 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     reproduced = reproduction_pages(reports, source, command, unmapped) if reports else {}
     generated = report_pages(board, source, command, majority, known, applicable_attacks)
     generated[limits.PAGE] = limits.page(command, known, awaiting)
-    scale = one_scale.page(board, source, command, headline_metrics(board), applicable_attacks)
+    audited = [json.loads(read_utf8(path)) for path in sorted((root / AUDITS).glob("*.json"))]
+    scale = one_scale.page(board, source, command, headline_metrics(board), applicable_attacks, audited)
     if scale is not None:
         generated[one_scale.PAGE] = scale
         generated["index.md"] += (f"\nEvery defense family side by side, utility against membership inference, the "
