@@ -28,6 +28,7 @@ from bench.dashboard.reproduction import render_reproduction
 from bench.dashboard.sweeps import sweep_chart, sweeps
 from bench.engine.applicable import applicable_attacks
 from bench.results.leaderboard import aggregate, seed_frame
+from bench.results.one_scale import read_audits
 from bench.results.store import ResultStore, default_results_dir, published_results_dir
 from bench.results.views import (
     ADVANTAGE,
@@ -237,7 +238,9 @@ def leaderboard(root: Path, beside: bool) -> None:
     elif view == "Adaptation":
         render_adaptation(shown, seeds, task)
     elif view == "One scale":
-        render_one_scale(shown, task, headline_metrics(board).get(task), applicable_attacks)
+        audited = root if any(Path(root).glob("audits/*.json")) else PUBLISHED  # the checkout's, when yours has none
+        render_one_scale(shown, task, headline_metrics(board).get(task), applicable_attacks, read_audits(audited),
+                         f"{audited}/")
     else:
         privacy_view(shown, board, seeds, raw, task, attack, cache_key, where)
 

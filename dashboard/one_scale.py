@@ -8,7 +8,16 @@ import math
 import pandas as pd
 
 from bench.dashboard.markdown import literal
-from bench.results.one_scale import AXES, LEGEND, MATCHED_LEGEND, SETTINGS_COLUMNS, matched_shown, settings
+from bench.results.one_scale import (
+    AUDIT_LEGEND,
+    AXES,
+    LEGEND,
+    MATCHED_LEGEND,
+    SETTINGS_COLUMNS,
+    audits,
+    matched_shown,
+    settings,
+)
 
 CHART_AXES = {**AXES, "formal ε (DP-SGD only)": "formal ε"}
 
@@ -29,8 +38,10 @@ def family_chart(table: pd.DataFrame, axis: str, title: str, utility: str):
             .encode(order="privacy:Q", tooltip=["family", "arguments", "utility", "privacy", "strongest"]))
 
 
-def render_one_scale(shown: pd.DataFrame, task: str, utility: str | None, applicable) -> None:
-    """The view: the privacy axis to read, the chart, utility at matched attack success and the settings."""
+def render_one_scale(shown: pd.DataFrame, task: str, utility: str | None, applicable,
+                     audit_reports: list[dict] = (), source: str = "") -> None:
+    """The view: the privacy axis to read, the chart, utility at matched attack success and the settings, then the
+    token mechanisms' published audits (``source``: the folder they were read from)."""
     import streamlit as st
 
     table = settings(shown, task, utility, applicable)
@@ -52,3 +63,8 @@ def render_one_scale(shown: pd.DataFrame, task: str, utility: str | None, applic
         st.dataframe(found, hide_index=True, width="stretch")
     st.caption(LEGEND)
     st.dataframe(table[SETTINGS_COLUMNS].rename(columns={"utility": name}), hide_index=True, width="stretch")
+    audited = audits(list(audit_reports))
+    if not audited.empty:
+        st.markdown("**The token mechanisms' own guarantee, audited**")
+        st.caption(AUDIT_LEGEND.format(source=source))
+        st.dataframe(audited, hide_index=True, width="stretch")

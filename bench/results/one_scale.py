@@ -21,10 +21,12 @@ level outside the family's curve is left blank: never extrapolated.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
 from bench.results.curves import bracketing
+from bench.results.store import AUDITS
 from bench.results.views import (
     GENERATED,
     args_sort_key,
@@ -177,6 +179,14 @@ AUDIT_LEGEND = (
     "at 95% confidence over all pairs at once, against the ε·d the mechanism claims. *largest audited*: the largest "
     "bound over the pairs, beside *its claim*; *audited / claim*: the largest ratio over the pairs (above 1 is a "
     "bug); *trials' ceiling*: the largest bound the trials can show, so a claim above it cannot be caught.")
+
+
+def read_audits(root) -> list[dict]:
+    """The published audits of a results folder (``<root>/audits/*.json``, ``bench audit --json``), by file name."""
+    import json
+
+    folder = Path(root) / AUDITS
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
 
 
 def audits(reports: list[dict]) -> pd.DataFrame:

@@ -717,6 +717,24 @@ def test_one_scale_view(tmp_path, run_app):
     matched_table = app.dataframe[0].value.set_index("family")
     assert matched_table.loc["dchi-token", "accuracy at 0.25"] == pytest.approx(0.6625)  # (0.1, .55)..(0.3, .7)
     assert pd.isna(matched_table.loc["dp-sgd", "accuracy at 0.5"])  # beyond the curve: blank
+    audited = app.dataframe[-1].value  # the published audits close the view when the folder has none of its own
+    assert "largest audited" in audited and len(audited) and (audited["pairs above claim"] == 0).all()
+
+
+def test_one_scale_view_reads_the_folders_own_audits(tmp_path, run_app):
+    import json
+
+    from tests.unit.test_one_scale import audit_report, membership_record
+
+    store = ResultStore(tmp_path)
+    store.append(membership_record(0, "dchi-token", {"eta": 10.0}, None, 0.1, 0.55, config_hash="h0"))
+    summarize(store)
+    (tmp_path / "audits").mkdir()
+    (tmp_path / "audits" / "mine.json").write_text(json.dumps(audit_report(defense="my-sanitizer")))
+    app = run_app(tmp_path)
+    app.radio(key="view").set_value("One scale").run()
+    assert not app.exception
+    assert list(app.dataframe[-1].value["defense"]) == ["my-sanitizer"]
 
 
 def test_an_attack_view_opens_on_its_declared_headline(tmp_path, run_app):

@@ -155,7 +155,6 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     from bench.results import limits, one_scale
     from bench.results.leaderboard import aggregate, seed_frame
     from bench.results.record import superseded
-    from bench.results.store import AUDITS
     from bench.results.views import GENERATED, headline_metrics, majority_by_config, report_pages
 
     board = aggregate(seed_frame(records), with_order=True)
@@ -180,8 +179,8 @@ def write_pages(records, root: Path, source: str, command: str, folder: Path) ->
     reproduced = reproduction_pages(reports, source, command, unmapped) if reports else {}
     generated = report_pages(board, source, command, majority, known, applicable_attacks)
     generated[limits.PAGE] = limits.page(command, known, awaiting)
-    audited = [json.loads(read_utf8(path)) for path in sorted((root / AUDITS).glob("*.json"))]
-    scale = one_scale.page(board, source, command, headline_metrics(board), applicable_attacks, audited)
+    scale = one_scale.page(board, source, command, headline_metrics(board), applicable_attacks,
+                           one_scale.read_audits(root))
     if scale is not None:
         generated[one_scale.PAGE] = scale
         generated["index.md"] += (f"\nEvery defense family side by side, utility against membership inference, the "
