@@ -28,14 +28,15 @@ def readable_json(value: Any, indent: int = 1, **options: Any) -> str:
     return render(value, 0)
 
 
-def strict_json(value: Any, **options: Any) -> str:
+def strict_json(value: Any, spell_infinity: bool = False, **options: Any) -> str:
     """``value`` as JSON that strict parsers read: a NaN or an infinity is written as null (``json.dumps`` would
-    write the bare ``NaN`` that JSON does not have); ``options`` go to ``json.dumps``."""
+    write the bare ``NaN`` that JSON does not have), or with ``spell_infinity`` an infinity as the string "inf" or
+    "-inf" (``float()`` reads it back); ``options`` go to ``json.dumps``."""
     import math
 
     def finite(item: Any) -> Any:
         if isinstance(item, float) and not math.isfinite(item):
-            return None
+            return ("inf" if item > 0 else "-inf") if spell_infinity and math.isinf(item) else None
         if isinstance(item, dict):
             return {key: finite(field) for key, field in item.items()}
         if isinstance(item, (list, tuple)):

@@ -173,17 +173,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 def write_json(report: dict[str, Any], path) -> None:
     """The report as JSON, an infinite bound or estimate as the string "inf" (strict JSON has no infinity)."""
-
-    def spelled(item: Any) -> Any:
-        if isinstance(item, float) and np.isinf(item):
-            return "inf" if item > 0 else "-inf"
-        if isinstance(item, dict):
-            return {key: spelled(field) for key, field in item.items()}
-        if isinstance(item, (list, tuple)):
-            return [spelled(element) for element in item]
-        return item
-
-    write_text_atomic(path, strict_json(spelled(report), indent=2, default=str))
+    write_text_atomic(path, strict_json(report, spell_infinity=True, indent=2, default=str))
 
 
 def caption(report: dict[str, Any]) -> str:

@@ -19,16 +19,6 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-@pytest.fixture
-def clean_registries():
-    """Components registered by a test's plugins are forgotten afterwards."""
-    saved = {r: dict(r._items) for r in (DEFENSES, ATTACKS, TASKS)}
-    yield
-    for registry, items in saved.items():
-        registry._items.clear()
-        registry._items.update(items)
-
-
 @pytest.mark.parametrize("kind, name", SHIPPED, ids=[f"{k}-{n}" for k, n in SHIPPED])
 def test_shipped_component_meets_the_contract(kind, name):
     registry = {"defense": DEFENSES, "attack": ATTACKS, "task": TASKS}[kind]
@@ -36,7 +26,7 @@ def test_shipped_component_meets_the_contract(kind, name):
 
 
 @pytest.mark.parametrize("kind", ["defense", "attack", "task"])
-def test_new_writes_a_template_that_loads_and_passes(kind, tmp_path, clean_registries):
+def test_new_writes_a_template_that_loads_and_passes(kind, tmp_path):
     name = f"tpl-{kind}"
     result = invoke("new", kind, name, "--dir", tmp_path)
     assert result.exit_code == 0, result.output
@@ -56,7 +46,7 @@ def test_new_defaults_to_the_kind_folder(tmp_path, monkeypatch):
     assert (tmp_path / "attacks" / "my_attack.py").is_file()
 
 
-def test_new_templates_run_a_cell(tmp_path, tiny_data, results, clean_registries):
+def test_new_templates_run_a_cell(tmp_path, tiny_data, results):
     for kind in ("defense", "attack", "task"):
         assert invoke("new", kind, f"cell-{kind}", "--dir", tmp_path).exit_code == 0
     plugins = [a for kind in ("defense", "attack", "task") for a in ("--plugin", tmp_path / f"cell_{kind}.py")]
@@ -107,7 +97,7 @@ class Broken(RepresentationDefense):
     ("sigma: float  # noise scale", "parameter 'sigma' has no default"),
     ("sigma: float = 0.5", "parameter 'sigma' has no one-line comment"),
 ])
-def test_check_plugin_names_the_bad_field(field, message, tmp_path, clean_registries):
+def test_check_plugin_names_the_bad_field(field, message, tmp_path):
     path = tmp_path / "broken.py"
     path.write_text(BAD.format(name="broken", field=field))
     result = invoke("check-plugin", path)
@@ -115,7 +105,7 @@ def test_check_plugin_names_the_bad_field(field, message, tmp_path, clean_regist
     assert message in result.output and "fail the contract" in result.output
 
 
-def test_check_plugin_missing_docstring_field_and_unrefused_value(tmp_path, clean_registries):
+def test_check_plugin_missing_docstring_field_and_unrefused_value(tmp_path):
     path = tmp_path / "lax.py"
     path.write_text(BAD.format(name="lax", field="sigma: float = 0.5  # noise scale").replace("Paper: none.\n", ""))
     warnings = {}
@@ -132,7 +122,7 @@ def test_check_plugin_file_without_components(tmp_path):
 
 
 @pytest.mark.parametrize("relative", [True, False], ids=["relative", "absolute"])
-def test_check_plugin_accepts_a_file_of_the_shipped_folders(relative, monkeypatch, clean_registries):
+def test_check_plugin_accepts_a_file_of_the_shipped_folders(relative, monkeypatch):
     # `bench new` writes into defenses/ and prints `bench check-plugin defenses/<file>.py`: discovery has already
     # imported that file, which must not count as a second registration of its components
     import sys
@@ -149,7 +139,7 @@ def test_check_plugin_accepts_a_file_of_the_shipped_folders(relative, monkeypatc
     assert listed.exit_code == 0 and "texthide" in listed.output
 
 
-def test_check_plugin_names_a_note_its_defense_describes_without_declaring(tmp_path, clean_registries):
+def test_check_plugin_names_a_note_its_defense_describes_without_declaring(tmp_path):
     # a defense written before the notes schema: the engine would stop its cell after the server trained
     path = tmp_path / "noted.py"
     path.write_text(BAD.format(name="noted", field="sigma: float = 0.5  # noise scale") + '''

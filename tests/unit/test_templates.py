@@ -8,7 +8,6 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.main import app
-from bench.core.registry import ATTACKS, DEFENSES, TASKS
 from bench.engine.contracts import check_file
 from bench.engine.templates import ATTACK_RELEASES, DEFENSE_FAMILIES, TASK_FAMILIES
 
@@ -29,16 +28,6 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-@pytest.fixture
-def clean_registries():
-    """Components registered by a test's plugins are forgotten afterwards."""
-    saved = {r: dict(r._items) for r in (DEFENSES, ATTACKS, TASKS) if r.names() is not None}  # discovered first
-    yield
-    for registry, items in saved.items():
-        registry._items.clear()
-        registry._items.update(items)
-
-
 def run_reference_tests(path):
     """Import a generated reference test file and call each of its test functions."""
     spec = importlib.util.spec_from_file_location(f"generated_{path.stem}", path)
@@ -51,7 +40,7 @@ def run_reference_tests(path):
 
 
 @pytest.mark.parametrize("kind, flag, choice", CHOICES, ids=[f"{k}-{c}" for k, _, c in CHOICES])
-def test_every_family_template_passes_the_contract_as_generated(kind, flag, choice, tmp_path, clean_registries):
+def test_every_family_template_passes_the_contract_as_generated(kind, flag, choice, tmp_path):
     name = f"new-{choice.replace('_', '-')}"
     result = invoke("new", kind, name, flag, choice, "--dir", tmp_path)
     assert result.exit_code == 0, result.output
@@ -65,8 +54,7 @@ def test_every_family_template_passes_the_contract_as_generated(kind, flag, choi
 
 
 @pytest.mark.parametrize("family", list(DEFENSE_FAMILIES))
-def test_a_defense_reference_test_passes_on_the_template_and_fails_on_a_planted_bug(family, tmp_path,
-                                                                                    clean_registries):
+def test_a_defense_reference_test_passes_on_the_template_and_fails_on_a_planted_bug(family, tmp_path):
     good, bad = tmp_path / "good", tmp_path / "bad"
     assert invoke("new", "defense", f"ref-{family}", "--family", family, "--dir", good).exit_code == 0
     run_reference_tests(good / f"test_ref_{family}_reference.py")
@@ -114,7 +102,7 @@ def test_an_existing_reference_test_is_refused_before_anything_is_written(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test_twice_reference.py"]
 
 
-def test_the_representation_templates_run_one_check_cell_together(tmp_path, tiny_data, results, clean_registries):
+def test_the_representation_templates_run_one_check_cell_together(tmp_path, tiny_data, results):
     for kind, choice in (("defense", "representation"), ("attack", "sentence_embeddings"),
                          ("task", "classification")):
         flag = "--release" if kind == "attack" else "--family"
@@ -126,8 +114,7 @@ def test_the_representation_templates_run_one_check_cell_together(tmp_path, tiny
     assert "utility/accuracy" in result.output and "privacy/rep-attack/identity" in result.output
 
 
-def test_the_gradients_attack_template_reads_an_undefended_update_exactly(tmp_path, tiny_data, results,
-                                                                         clean_registries):
+def test_the_gradients_attack_template_reads_an_undefended_update_exactly(tmp_path, tiny_data, results):
     # an update of one example gives away its representation through the first layer; TextHide's mixing does not
     assert invoke("new", "attack", "grad-attack", "--release", "gradients", "--dir", tmp_path).exit_code == 0
     plugin = ["--plugin", tmp_path / "grad_attack.py", "--encoder", "mock", "--train-args", "epochs=1", "--json"]
@@ -138,8 +125,7 @@ def test_the_gradients_attack_template_reads_an_undefended_update_exactly(tmp_pa
         assert record["metrics"]["privacy/grad-attack/success_rate"] == success
 
 
-def test_the_output_templates_run_one_check_cell_on_the_attribute_task_template(tmp_path, results,
-                                                                               clean_registries):
+def test_the_output_templates_run_one_check_cell_on_the_attribute_task_template(tmp_path, results):
     for kind, flag, choice in (("defense", "--family", "output"), ("attack", "--release", "predictions"),
                                ("task", "--family", "attribute")):
         assert invoke("new", kind, f"api-{kind}", flag, choice, "--dir", tmp_path).exit_code == 0
