@@ -212,13 +212,13 @@ class MaskInference(Attack):
         return scores
 
     def _held_out_top1(self, public: PublicKnowledge) -> float:
-        """Measured once per attack object, on the same held-out sentences for every run."""
+        """On the same held-out sentences for every run; measured once per process for the same MLM weights."""
         from bench.data.public_corpus import held_out
-        from bench.models.masked_lm import masked_token_accuracy
+        from bench.models.mlm import held_out_top1
 
         if self._top1 is None:
             texts, description, _ = held_out(public.task, HELD_OUT_SENTENCES)
-            self._top1 = masked_token_accuracy(self._load(public), texts, seed=0)
+            self._top1 = held_out_top1(self._load(public), texts, seed=0)
             self._top1_note = {"mlm_top1_text": description}
         self.run_notes.update(self._top1_note)
         return self._top1

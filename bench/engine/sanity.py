@@ -28,10 +28,16 @@ def non_finite(value: Any, depth: int = 0) -> bool:
         return False
     if isinstance(value, float):
         return not math.isfinite(value)
+    # NaN and infinity carry through a sum, so a finite sum clears every element (one reduction, not an
+    # elementwise test: the check runs on every hidden training batch); a sum that overflows is checked elementwise
     if isinstance(value, np.ndarray):
-        return value.dtype.kind in "fc" and value.size > 0 and not bool(np.isfinite(value).all())
+        if value.dtype.kind not in "fc" or value.size == 0:
+            return False
+        with np.errstate(over="ignore", invalid="ignore"):
+            return not np.isfinite(value.sum()) and not bool(np.isfinite(value).all())
     if type(value).__module__.startswith("torch") and hasattr(value, "isfinite"):
-        return bool(value.is_floating_point()) and value.numel() > 0 and not bool(value.isfinite().all())
+        return (bool(value.is_floating_point()) and value.numel() > 0 and not math.isfinite(value.sum().item())
+                and not bool(value.isfinite().all()))
     if depth >= MAX_DEPTH:
         return False
     if isinstance(value, dict):

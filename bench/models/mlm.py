@@ -43,13 +43,35 @@ def _shared_mlm(name: str, task: str | None, device: str, at_smoke_budget: bool)
 def mlm_identity(name: str, task: str | None = None, device: str = "cpu") -> str:
     """SHA-256 (16 hex digits) of the weights of the masked LM ``name`` for ``task``: what a cached result of
     the MLM (a span rewrite) must match, whichever way the name resolves (offline recipe, directory, hub)."""
+    return weights_digest(shared_mlm(name, task, device))
+
+
+def weights_digest(mlm: MaskedLM) -> str:
+    """SHA-256 (16 hex digits) of a loaded masked LM's weights."""
     import hashlib
 
     digest = hashlib.sha256()
-    for key, tensor in sorted(shared_mlm(name, task, device).model.state_dict().items()):
+    for key, tensor in sorted(mlm.model.state_dict().items()):
         digest.update(key.encode("utf-8"))
         digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+_HELD_OUT_TOP1: dict[tuple, float] = {}
+
+
+def held_out_top1(mlm: MaskedLM, texts: list[str], seed: int = 0) -> float:
+    """``masked_token_accuracy`` of ``mlm`` on ``texts``, measured once per process for the same weights, texts,
+    seed and precision (every cell of a grid that attacks with one MLM asks the same question)."""
+    import hashlib
+
+    from bench.models.encoders import cell_precision
+
+    key = (weights_digest(mlm), hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest(), seed,
+           cell_precision(), str(mlm.model.device))
+    if key not in _HELD_OUT_TOP1:
+        _HELD_OUT_TOP1[key] = masked_token_accuracy(mlm, texts, seed=seed)
+    return _HELD_OUT_TOP1[key]
 
 
 def mlm_facts(name: str, task: str | None = None, device: str = "cpu") -> dict[str, Any]:

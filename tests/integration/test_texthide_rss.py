@@ -40,10 +40,7 @@ def test_main_job_acceptance(tmp_path):
     assert abs(metrics["privacy/rss/identity"] - metrics["random/rss/identity"]) <= 0.03
     lines = (tmp_path / "records" / "texthide.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["run_id"] == record["run_id"]
-
-    # the attack does not depend on the server's head, so the undefended run trains it for one epoch only
-    undefended = bench_run("--defense", "none", "--attack", "rss", "--train-args", "epochs=1", results=tmp_path)
-    assert undefended["metrics"]["privacy/rss/identity"] >= 0.95
+    # the undefended release against RSS (identity >= 0.95) is test_table3_pattern's baseline
 
 
 def test_finetune_mode_trains_the_encoder_through_texthide(monkeypatch, tmp_path):

@@ -182,6 +182,26 @@ def test_a_non_finite_utility_or_guess_is_refused():
     check_attack(_spec(), release, _data(["a b", "c d"]), np.zeros(2, dtype=np.int64), ["a", "b"])
 
 
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_the_finite_check_finds_one_bad_value_and_passes_values_whose_sum_overflows(library):
+    import torch
+
+    from bench.engine.sanity import non_finite
+
+    def array(values, dtype):
+        if library == "numpy":
+            return np.array(values, dtype=dtype)
+        return torch.tensor(values, dtype=getattr(torch, dtype))
+
+    big = 6e4 if library == "numpy" else 3e38  # float16's and float32's largest finite values are 65504 and 3.4e38
+    dtype = "float16" if library == "numpy" else "float32"
+    assert not non_finite(array([big, big, 1.0], dtype))  # the sum overflows; every element is finite
+    for bad in (np.nan, np.inf, -np.inf):
+        assert non_finite(array([big, bad, 1.0], dtype)) and non_finite(array([[0.0, 1.0], [bad, 2.0]], "float32"))
+    assert non_finite(array([np.inf, -np.inf], "float32"))  # a sum of NaN
+    assert not non_finite(array([1, 2], "int64")) and not non_finite(array([], "float32"))
+
+
 def test_nearest_neighbour_search_refuses_nan_queries():
     from bench.privacy.neighbours import cosine_search
 

@@ -83,6 +83,24 @@ def test_a_records_mlm_facts_name_the_weights_it_used(tiny_bert, tmp_path, monke
     assert first["mlm_head"] == second["mlm_head"] and first["mlm_weights"] != second["mlm_weights"]
 
 
+def test_held_out_top1_is_measured_once_per_weights_texts_and_seed(tiny_bert, monkeypatch):
+    from bench.models import mlm as mlm_module
+    from bench.models.mlm import held_out_top1, load_mlm
+
+    measured = []
+    monkeypatch.setattr(mlm_module, "_HELD_OUT_TOP1", {})
+    monkeypatch.setattr(mlm_module, "masked_token_accuracy", lambda mlm, texts, seed: measured.append(seed) or 0.25)
+    texts = ["a river runs north", "the cat sat"]
+    first, again = load_mlm(tiny_bert), load_mlm(tiny_bert)  # two loads of the same weights
+    assert held_out_top1(first, texts) == held_out_top1(again, texts) == 0.25 and len(measured) == 1
+    held_out_top1(first, texts[:1])
+    held_out_top1(first, texts, seed=1)
+    with torch.no_grad():
+        again.model.cls.predictions.transform.dense.weight[0, 0] += 1.0  # trained further: other weights
+    held_out_top1(again, texts)
+    assert measured == [0, 0, 1, 0]
+
+
 def test_mock_encoders_have_no_masked_lm():
     from bench.models.mlm import load_mlm
 
