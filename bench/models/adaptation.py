@@ -214,6 +214,35 @@ class Pretraining:
         return float(loss.detach())
 
 
+def adaptation_target(mechanism, encoder_name: str, config: AdaptationConfig, task: str | None = None):
+    """``(folder, budget, corpus)``: where ``adapt_encoder`` keeps the checkpoint for these arguments (the folder's
+    name is its key), the budget as it applies (a ``--check`` cell's slice of the corpus) and the public corpus
+    (sentences, description, hash). Nothing is trained."""
+    from bench.data.public_corpus import public_corpus
+
+    if smoke.active():  # a --check cell: a slice of the corpus (bench.core.smoke)
+        config = replace(config, corpus_size=min(config.corpus_size, smoke.SENTENCES))
+    corpus = public_corpus(config.corpus, task, config.corpus_size, config.seed)
+    return cache_root() / "adapted" / adaptation_key(encoder_name, mechanism.identity(), config, corpus[2]), \
+        config, corpus
+
+
+def adaptation_seconds(config: AdaptationConfig) -> float | None:
+    """The expected time of a pretraining at ``config``'s budget on this machine: its steps at the median rate
+    (sequences per second) of the checkpoints of the same objective already cached here; None without one."""
+    import statistics
+
+    rates = []
+    for info in (cache_root() / "adapted").glob("*/adaptation.json"):
+        try:
+            found = json.loads(info.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if found.get("config", {}).get("objective") == config.objective and found.get("sequences_per_s"):
+            rates.append(float(found["sequences_per_s"]))
+    return config.steps * config.batch_size / statistics.median(rates) if rates else None
+
+
 def adapt_encoder(mechanism, encoder_name: str, config: AdaptationConfig, device: str = "cpu",
                   task: str | None = None) -> Path:
     """The encoder adapted to the public ``mechanism``: its directory (``from_pretrained``-loadable),
@@ -221,15 +250,10 @@ def adapt_encoder(mechanism, encoder_name: str, config: AdaptationConfig, device
 
     The public corpus leaves out any source that is the evaluation data of ``task`` (the task measured).
     """
-    from bench.data.public_corpus import public_corpus
-
-    if smoke.active():  # a --check cell: a slice of the corpus (bench.core.smoke)
-        config = replace(config, corpus_size=min(config.corpus_size, smoke.SENTENCES))
-    corpus = public_corpus(config.corpus, task, config.corpus_size, config.seed)
-    key = adaptation_key(encoder_name, mechanism.identity(), config, corpus[2])
+    target, config, corpus = adaptation_target(mechanism, encoder_name, config, task)
+    key = target.name
     smoke.note(f"{config.objective} adaptation of {encoder_name}, {config.steps} steps on {config.corpus_size} "
                f"sentences (key {key})")
-    target = cache_root() / "adapted" / key
     if verified(target, "adaptation.json", "adapted checkpoint"):
         return target
     root = scratch_instead(cache_root())  # an unwritable cache: warned once, the checkpoint lives for this run

@@ -198,3 +198,29 @@ def test_an_attack_at_a_new_size_is_estimated_from_its_own_cells_scaled_by_train
     other = RunSpec(task="sst2", defense="dchi-token", attack="inversion", encoder="minilm", n_train=4000, n_eval=100)
     (estimate,) = estimate_cells([other], records)
     assert estimate.seconds == 35.0
+
+
+def test_dry_run_counts_the_adapted_checkpoints_a_grid_would_pretrain_first(tmp_path, monkeypatch):
+    import bench.data.public_corpus as public
+    from bench.engine.paths.tokens import pending_adaptations
+    from bench.engine.runner import make_spec
+    from bench.models.adaptation import AdaptationConfig
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(public, "public_corpus", lambda *a, **k: (["a public sentence"], "tiny corpus", "hash"))
+    adapted = [make_spec(task="sst2", defense="dchi-text", defense_args={"eta": 60.0}, seed=seed,
+                         server_args="adapt=denoising") for seed in (0, 1)]
+    other = make_spec(task="sst2", defense="dchi-text", defense_args={"eta": 120.0}, server_args="adapt=denoising")
+    plain = make_spec(task="sst2", defense="dchi-text", defense_args={"eta": 60.0})
+    pending = pending_adaptations([*adapted, other, plain])
+    assert len(pending) == 2 and set(pending.values()) == {None}  # one checkpoint per mechanism; nothing times it
+
+    past = tmp_path / "cache" / "adapted" / "0123456789abcdef"  # an adaptation cached before, at 4 sequences/s
+    past.mkdir(parents=True)
+    budget = AdaptationConfig("denoising")
+    (past / "adaptation.json").write_text(json.dumps({"config": dataclasses.asdict(budget), "sequences_per_s": 4.0}))
+    first = next(iter(pending))
+    (past.parent / first).mkdir()
+    (past.parent / first / "adaptation.json").write_text("{}")  # the eta=60 checkpoint is now cached
+    assert pending_adaptations([*adapted, other, plain]) == {
+        next(k for k in pending if k != first): budget.steps * budget.batch_size / 4.0}

@@ -297,6 +297,7 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
              releases=None) -> None:
     """List a grid's cells: recorded or to run, and each one's time estimated from past records."""
     from bench.engine.grid import estimate_cells, grid_resources, load_grid, shard_of
+    from bench.engine.paths.tokens import pending_adaptations
     from bench.engine.reuse import RecordIndex, plan
 
     # nothing runs: a grid that asks for GPUs is planned as its GPU machines will run it, whatever this one has
@@ -324,6 +325,13 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
     out.print(f"{len(todo)} cells to run" + (f" ({reused} attack only)" if reused else "") + f", "
               f"{len(rows) - len(todo)} already recorded; estimated {sum(known):.0f} s of cell time for {len(known)} "
               f"of them" + (f", no past record for {unknown}" if unknown else ""), highlight=False)
+    builds = pending_adaptations(row.spec for row in todo)  # what no record's runtime holds: built once, then cached
+    if builds:
+        timed = [s for s in builds.values() if s is not None]
+        out.print(f"before them: {len(builds)} adapted server checkpoint(s) this machine's cache lacks are pretrained"
+                  + (f", about {sum(timed):.0f} s for {len(timed)} at the rate of the adaptations cached here"
+                     if timed else "") + (f", {len(builds) - len(timed)} with no past adaptation of their objective "
+                                          "here to time them" if len(timed) < len(builds) else ""), highlight=False)
 
 
 def _print_record(record, path) -> None:

@@ -22,15 +22,17 @@ import numpy as np
 from bench.core.components import SpanDefense, SpanTask, TokenDefense, TokenTask, Truth, span_kinds
 from bench.core.errors import BenchError
 from bench.core.examples import TaskData, flatten_segments
-from bench.core.params import component_args
-from bench.core.registry import ATTACKS
+from bench.core.files import problem_of
+from bench.core.params import build_component, component_args
+from bench.core.registry import ATTACKS, DEFENSES
 from bench.core.releases import Release, ReleaseKind, ServerModel
 from bench.core.seeding import numpy_generator
 from bench.core.spec import RunSpec
 from bench.engine.membership import defer_model_release
 from bench.engine.paths.base import CellContext, CellOutput, ReleasePath, probe_scores
+from bench.engine.server_options import ServerOptions
 from bench.engine.spans import locate_slots, non_overlapping_spans, public_span_rows, rewrite_split, span_prior
-from bench.models.adaptation import adapt_encoder
+from bench.models.adaptation import adapt_encoder, adaptation_seconds, adaptation_target
 from bench.models.encoders import Encoder, quiet_loading
 from bench.privacy.public import IdentityTokens
 from bench.privacy.token_space import space_of
@@ -191,6 +193,25 @@ def public_token_mechanism(defense: TokenDefense, task: str = ""):
     if task:
         mechanism.bind_task(task)
     return mechanism
+
+
+def pending_adaptations(specs) -> dict[str, float | None]:
+    """The adapted server checkpoints that cells of ``specs`` would pretrain before anything else, because the cache
+    lacks them: key -> expected seconds on this machine (``adaptation_seconds``; None where no past adaptation of
+    the objective times it). Nothing is trained or removed."""
+    found: dict[str, float | None] = {}
+    for spec in specs:
+        config = ServerOptions.of(spec.server).adaptation()
+        if config is None:
+            continue
+        defense = build_component(DEFENSES.get(spec.defense), spec.defense_args)
+        if not isinstance(defense, TokenDefense):
+            continue
+        target, config, _ = adaptation_target(public_token_mechanism(defense), spec.encoder, config, spec.task)
+        cached = target.is_dir() and problem_of(target, "adaptation.json") is None
+        if not cached and target.name not in found:
+            found[target.name] = adaptation_seconds(config)
+    return found
 
 
 def adapted_encoder(defense: TokenDefense, context: CellContext):
