@@ -214,6 +214,11 @@ class Pretraining:
         return float(loss.detach())
 
 
+def adapted_dir(key: str) -> Path:
+    """Where the adapted checkpoint of ``key`` is cached."""
+    return cache_root() / "adapted" / key
+
+
 def adaptation_target(mechanism, encoder_name: str, config: AdaptationConfig, task: str | None = None):
     """``(folder, budget, corpus)``: where ``adapt_encoder`` keeps the checkpoint for these arguments (the folder's
     name is its key), the budget as it applies (a ``--check`` cell's slice of the corpus) and the public corpus
@@ -223,8 +228,7 @@ def adaptation_target(mechanism, encoder_name: str, config: AdaptationConfig, ta
     if smoke.active():  # a --check cell: a slice of the corpus (bench.core.smoke)
         config = replace(config, corpus_size=min(config.corpus_size, smoke.SENTENCES))
     corpus = public_corpus(config.corpus, task, config.corpus_size, config.seed)
-    return cache_root() / "adapted" / adaptation_key(encoder_name, mechanism.identity(), config, corpus[2]), \
-        config, corpus
+    return adapted_dir(adaptation_key(encoder_name, mechanism.identity(), config, corpus[2])), config, corpus
 
 
 def adaptation_seconds(config: AdaptationConfig) -> float | None:

@@ -224,3 +224,21 @@ def test_dry_run_counts_the_adapted_checkpoints_a_grid_would_pretrain_first(tmp_
     (past.parent / first / "adaptation.json").write_text("{}")  # the eta=60 checkpoint is now cached
     assert pending_adaptations([*adapted, other, plain]) == {
         next(k for k in pending if k != first): budget.steps * budget.batch_size / 4.0}
+
+
+def test_a_grids_time_left_is_the_median_cell_and_the_checkpoints_still_to_pretrain(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from bench.cli.commands.run import _GridProgress
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    progress = _GridProgress(6, {"aaaa": 600.0, "bbbb": None})  # bbbb: no past adaptation to time it
+    lines = []
+    for runtime in (700.0, 60.0, 60.0):  # the first cell pretrained a checkpoint the others share
+        progress.record(None, SimpleNamespace(metrics={"utility/accuracy": 0.5}, runtime_s=runtime))
+        lines.append(progress.after("done"))
+    assert "1 of 6 cells, about 68 min left" in lines[0]  # 700 s for each of 5 cells, and 600 s for aaaa
+    assert "3 of 6 cells, about 13 min left" in lines[2]  # 60 s for each of 3 cells, and 600 s for aaaa
+    (tmp_path / "adapted" / "aaaa").mkdir(parents=True)
+    (tmp_path / "adapted" / "aaaa" / "adaptation.json").write_text("{}")
+    assert "4 of 6 cells, about 2 min left" in progress.after("skipped")  # aaaa is built

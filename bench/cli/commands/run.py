@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import statistics
 from pathlib import Path
 from typing import List, Optional
 
@@ -181,7 +181,8 @@ def _check_attack_args(attack: str | None, attack_args: str) -> str:
 def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None,
               cell_timeout: float | None = None, claim_wait: float | None = None) -> None:
     """Run a grid's cells in this process, one line per cell on stderr."""
-    from bench.engine.grid import load_grid, run_grid, shard_of
+    from bench.engine.grid import cell_key, load_grid, run_grid, shard_of
+    from bench.engine.paths.tokens import pending_adaptations
 
     specs = load_grid(grid, device=device, precision=precision)
     if shard:
@@ -190,7 +191,9 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
     else:
         err.print(f"grid {plain(grid)}: {len(specs)} cells", highlight=False)
 
-    progress = _GridProgress(len(specs))
+    records = store.read()[0]
+    done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
+    progress = _GridProgress(len(specs), pending_adaptations(s for s in specs if cell_key(s) not in done))
 
     def report(spec, status: str) -> None:
         why = " (another process is running it; looked at again after the other cells)" if status == "claimed" else ""
@@ -211,12 +214,16 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
 class _GridProgress:
     """The figures at the end of a grid's cell lines.
 
-    A line shows the cell's headline metrics and time, the cells left, and the time left. The time left is at the
-    rate of the cells run so far; recorded cells are skipped in no time.
+    A line shows the cell's headline metrics and time, the cells left, and the time left. The time left is the
+    median time of the cells run so far for each cell left (a cell that first pretrained a checkpoint the others
+    share does not set the pace), plus the adapted server checkpoints still to pretrain (``builds``: key -> expected
+    seconds), as long as the cache lacks them; recorded cells are skipped in no time.
     """
 
-    def __init__(self, cells: int) -> None:
-        self.cells, self.seen, self.ran, self.started, self.figures = cells, 0, 0, time.monotonic(), ""
+    def __init__(self, cells: int, builds: dict[str, float | None] | None = None) -> None:
+        self.cells, self.seen, self.ran, self.figures = cells, 0, 0, ""
+        self.times: list[float] = []
+        self.builds = {key: seconds for key, seconds in (builds or {}).items() if seconds is not None}
 
     def record(self, spec, record) -> None:
         """Keep the finished cell's figures for its line.
@@ -235,6 +242,7 @@ class _GridProgress:
                                    + ("" if guess is None else f" (random {guess:.3f})")))
         self.figures = ", ".join(text for _, text in shown) + f", {record.runtime_s:.0f} s"
         self.ran += 1
+        self.times.append(record.runtime_s)
 
     def after(self, status: str) -> str:
         """The end of a cell's line: its figures, then how many cells are left and the time left."""
@@ -244,8 +252,12 @@ class _GridProgress:
         left = self.cells - self.seen
         parts = [self.figures] if status == "done" and self.figures else []
         self.figures = ""
-        elapsed = time.monotonic() - self.started
-        pace = f", about {_minutes(elapsed / self.ran * left)} left" if self.ran and left else ""
+        pace = ""
+        if self.times and left:
+            from bench.models.adaptation import adapted_dir
+
+            building = sum(s for key, s in self.builds.items() if not (adapted_dir(key) / "adaptation.json").is_file())
+            pace = f", about {_minutes(statistics.median(self.times) * left + building)} left"
         parts.append(f"{self.seen} of {self.cells} cells{pace}")
         return " · " + " · ".join(parts)
 
