@@ -238,9 +238,10 @@ def leaderboard(root: Path, beside: bool) -> None:
     elif view == "Adaptation":
         render_adaptation(shown, seeds, task)
     elif view == "One scale":
-        audited = root if any(Path(root).glob("audits/*.json")) else PUBLISHED  # the checkout's, when yours has none
-        render_one_scale(shown, task, headline_metrics(board).get(task), applicable_attacks, read_audits(audited),
-                         f"{audited}/")
+        audited, reports = root, read_audits(root)
+        if not reports:  # the checkout's, when yours has none
+            audited, reports = PUBLISHED, read_audits(PUBLISHED)
+        render_one_scale(shown, task, headline_metrics(board).get(task), applicable_attacks, reports, f"{audited}/")
     else:
         privacy_view(shown, board, seeds, raw, task, attack, cache_key, where)
 

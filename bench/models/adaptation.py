@@ -37,7 +37,7 @@ from filelock import FileLock
 
 from bench.core import smoke
 from bench.core.cache import cache_root, scratch_instead
-from bench.core.files import atomic_directory, verified
+from bench.core.files import atomic_directory, problem_of, verified
 from bench.core.params import require
 from bench.core.progress import track
 from bench.core.releases import ReleaseKind
@@ -217,6 +217,12 @@ class Pretraining:
 def adapted_dir(key: str) -> Path:
     """Where the adapted checkpoint of ``key`` is cached."""
     return cache_root() / "adapted" / key
+
+
+def is_adapted(key: str) -> bool:
+    """Whether the adapted checkpoint of ``key`` is cached whole (nothing is removed when it is not)."""
+    folder = adapted_dir(key)
+    return folder.is_dir() and problem_of(folder, "adaptation.json") is None
 
 
 def adaptation_target(mechanism, encoder_name: str, config: AdaptationConfig, task: str | None = None):

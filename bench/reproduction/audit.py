@@ -23,7 +23,7 @@ from bench.core.seeding import numpy_generator
 from bench.data.public_corpus import public_corpus
 from bench.engine.provenance import git_sha, hardware
 from bench.models.loading import check_encoder, load_encoder
-from bench.privacy.audit import LeakyMechanism, PairAudit, audit, auditable, neighbour_pairs, sensitive_set
+from bench.privacy.audit import LeakyMechanism, audit, auditable, neighbour_pairs, sensitive_set
 from bench.privacy.token_space import space_of
 
 RANKS = (1, 10, 100, 1000)  # the anchor's 1st, 10th, 100th and 1000th nearest tokens: near to far pairs
@@ -187,5 +187,3 @@ def caption(report: dict[str, Any]) -> str:
             f"all bounds at {1 - report['alpha']:.0%} confidence at once, seed {report['seed']}; "
             f"{report['exceeded']} pairs exceed their claim" + (f" (run on {where})." if where else "."))
 
-
-__all__ = ["PairAudit", "audit_table", "caption", "markdown", "parse_ranks", "run_audit", "write_json"]

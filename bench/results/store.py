@@ -74,7 +74,6 @@ class ResultStore:
                              "$BENCH_RESULTS_DIR, else ./bench-results.")
         self.root = Path(root) if root is not None else default_results_dir()
         self.records_dir = self.root / "records"
-        self.audits_dir = self.root / AUDITS
         self.claims_dir = self.root / "claims"
 
     def path_for(self, defense: str) -> Path:

@@ -191,8 +191,7 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
     else:
         err.print(f"grid {plain(grid)}: {len(specs)} cells", highlight=False)
 
-    records = store.read()[0]
-    done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
+    done = store.completed()
     progress = _GridProgress(len(specs), pending_adaptations(s for s in specs if cell_key(s) not in done))
 
     def report(spec, status: str) -> None:
@@ -254,9 +253,9 @@ class _GridProgress:
         self.figures = ""
         pace = ""
         if self.times and left:
-            from bench.models.adaptation import adapted_dir
+            from bench.models.adaptation import is_adapted
 
-            building = sum(s for key, s in self.builds.items() if not (adapted_dir(key) / "adaptation.json").is_file())
+            building = sum(s for key, s in self.builds.items() if not is_adapted(key))
             pace = f", about {_minutes(statistics.median(self.times) * left + building)} left"
         parts.append(f"{self.seen} of {self.cells} cells{pace}")
         return " · " + " · ".join(parts)

@@ -22,7 +22,6 @@ import numpy as np
 from bench.core.components import SpanDefense, SpanTask, TokenDefense, TokenTask, Truth, span_kinds
 from bench.core.errors import BenchError
 from bench.core.examples import TaskData, flatten_segments
-from bench.core.files import problem_of
 from bench.core.params import build_component, component_args
 from bench.core.registry import ATTACKS, DEFENSES
 from bench.core.releases import Release, ReleaseKind, ServerModel
@@ -32,7 +31,7 @@ from bench.engine.membership import defer_model_release
 from bench.engine.paths.base import CellContext, CellOutput, ReleasePath, probe_scores
 from bench.engine.server_options import ServerOptions
 from bench.engine.spans import locate_slots, non_overlapping_spans, public_span_rows, rewrite_split, span_prior
-from bench.models.adaptation import adapt_encoder, adaptation_seconds, adaptation_target
+from bench.models.adaptation import adapt_encoder, adaptation_seconds, adaptation_target, is_adapted
 from bench.models.encoders import Encoder, quiet_loading
 from bench.privacy.public import IdentityTokens
 from bench.privacy.token_space import space_of
@@ -208,8 +207,7 @@ def pending_adaptations(specs) -> dict[str, float | None]:
         if not isinstance(defense, TokenDefense):
             continue
         target, config, _ = adaptation_target(public_token_mechanism(defense), spec.encoder, config, spec.task)
-        cached = target.is_dir() and problem_of(target, "adaptation.json") is None
-        if not cached and target.name not in found:
+        if target.name not in found and not is_adapted(target.name):
             found[target.name] = adaptation_seconds(config)
     return found
 
