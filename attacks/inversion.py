@@ -50,6 +50,7 @@ class Inversion(Attack):
 
     version: ClassVar[str] = "2"  # 2: adds the Bayesian guess; 3, 4 (version_for): its prior from public text
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TOKEN_EMBEDDINGS, ReleaseKind.TEXT)
+    reads_encoder_body: ClassVar[bool] = False  # the embedding table and tokenizer alone
     knowledge: ClassVar[dict[str, str]] = {
         "public": "Qu et al. §5.4: the Bayesian guess's prior Pr[x] is the token frequency of public text",
     }

@@ -68,6 +68,7 @@ class MaskInference(Attack):
     """Each released token masked in turn; the MLM's top-1 regular token is the guess of the original."""
 
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.TEXT,)
+    reads_encoder_body: ClassVar[bool] = False  # the encoder's tokenizer and table; its MLM is its own
     version: ClassVar[str] = "2"  # 2: the default attacker is the trained offline MLM (was minilm's untrained head)
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("token_accuracy", True, "fraction of the attacked tokens the MLM recovers at their position"),
@@ -123,6 +124,10 @@ class MaskInference(Attack):
         check_model_name(self.mlm, f"mask-inference mlm='{self.mlm}', the attacker's masked LM,")
         if not self.adapted:  # an adapted attacker trains the head itself
             check_mlm_name(self.mlm)
+
+    def offline_mlms(self, defense_mlms: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """Its ``mlm``, unless it loads a checkpoint, adapts its own or runs the untrained head."""
+        return () if self.checkpoint or self.adapted or self.mlm == UNTRAINED else (self.mlm,)
 
     def _load(self, public: PublicKnowledge, release: Release | None = None):
         """The attacker's MLM, loaded once (``release`` names the mechanism an ``adapted`` MLM is adapted to)."""

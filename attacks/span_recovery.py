@@ -89,6 +89,7 @@ class SpanRecovery(Attack):
     version: ClassVar[str] = "2"
     accepts: ClassVar[tuple[ReleaseKind, ...]] = (ReleaseKind.REWRITTEN_TEXT, ReleaseKind.TEXT)
     needs_spans: ClassVar[bool] = True  # scored on the sensitive spans a task declares
+    reads_encoder_body: ClassVar[bool] = False  # the encoder's tokenizer; its MLM is its own
     metrics: ClassVar[tuple[Metric, ...]] = (
         Metric("recovered", True, "fraction of the original sensitive spans recovered, verbatim or in the top k"),
         Metric("verbatim", True, "fraction of the original sensitive spans still present verbatim in the release"),
@@ -114,6 +115,10 @@ class SpanRecovery(Attack):
             from bench.models.mlm import check_mlm_name
 
             check_mlm_name(self.mlm, self.allow_untrained)
+
+    def offline_mlms(self, defense_mlms: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The MLM that ``_mlm_name`` picks (the defense's first, as its mechanism names it)."""
+        return (self.mlm or next(iter(defense_mlms), "minilm-mlm"),)
 
     def _mlm_name(self, release: Release) -> str:
         """The MLM named by the attack, else the mechanism's (an adversary may reuse it), else the offline one."""

@@ -183,6 +183,10 @@ class DPMLM(TokenDefense):
 
         check_mlm_name(self.mlm)
 
+    def offline_mlms(self) -> tuple[str, ...]:
+        """The masked LM."""
+        return (self.mlm,)
+
     def token_mechanism(self):
         """The exponential mechanism over the MLM's clipped logits, with this eps and these bounds."""
         return MaskedLMExponential(self.eps, self.mlm, self.clip_min, self.clip_max)

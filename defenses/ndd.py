@@ -276,6 +276,10 @@ class NDDDistortion(SpanDefense):
         """Whether the rewrite runs the MLM (substitution drawn at random never does)."""
         return self.mode == "generative" or self.select == "ndd"
 
+    def offline_mlms(self) -> tuple[str, ...]:
+        """The MLM, where the rewrite runs it."""
+        return (self.mlm,) if self.uses_mlm() else ()
+
     def describe(self, dim: int) -> dict:
         """The MLM (name, head, held-out top-1) when the rewrite used one, and what the rewrite did (counts, mean
         NDDs, time)."""

@@ -275,6 +275,11 @@ class Defense:
         """Derived facts worth keeping in the record (e.g. the mean noise radius); default none."""
         return {}
 
+    def offline_mlms(self) -> tuple[str, ...]:
+        """The MLMs the defense loads by name: a run first trains an offline one (``minilm-mlm@N``) that the cache
+        lacks, and a grid's dry run counts that time. Default none."""
+        return ()
+
     def check(self) -> None:
         """Cheap checks, before anything runs, of every name a parameter holds that is loaded later (a model, a
         file, a task): raise ``BenchError`` naming the parameter; never load weights. Default: nothing to check.
@@ -493,6 +498,9 @@ class Attack:
     accepts: ClassVar[tuple[ReleaseKind, ...]] = ()
     metrics: ClassVar[tuple[Metric, ...]] = ()  # what ``score`` returns; higher = more recovered unless declared
     needs_spans: ClassVar[bool] = False  # scored on the task's sensitive spans (Release.slots): the engine finds them
+    # runs the public encoder (encode, token states, its model); False: reads its tokenizer and input embedding table
+    # alone, so an attack-only run of a cell whose server adapted its encoder (table frozen) need not pretrain it
+    reads_encoder_body: ClassVar[bool] = True
     # parameters ``bench run --check`` sets, unless the user chose them: the attack's smoke budget (a run in seconds)
     check_args: ClassVar[dict[str, Any]] = {}
     # the corpora of KNOWLEDGE the attack reads, each with the paper's reason the adversary holds it
@@ -537,6 +545,10 @@ class Attack:
     def check_task(self, task_cls: type) -> None:
         """Cheap checks of the parameters against the task's declarations (e.g. attributes it must have); raise
         ``BenchError``. Default: nothing to check."""
+
+    def offline_mlms(self, defense_mlms: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """As ``Defense.offline_mlms``; ``defense_mlms`` are the cell's defense's, which the attack may reuse."""
+        return ()
 
     def attack(self, release: Release, public: PublicKnowledge) -> Any:
         """Guesses about the private inputs behind ``release``."""

@@ -3,7 +3,8 @@
 A reader sees the old file or the new one, never half of one, and an interrupted write leaves the
 target as it was. The one implementation every writer of results, caches and reports uses. A published folder
 (``atomic_directory``) carries a manifest of its files' sizes and digests, and ``verified`` checks it before a
-cached artefact is used: one that does not verify is removed and rebuilt.
+cached artefact is used: one that does not verify is removed and rebuilt. A ``Build`` names such an artefact
+before it is built (``bench.engine.builds``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 import struct
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -184,3 +186,17 @@ def verified(folder: Path | str, marker: str, what: str) -> bool:
         os.replace(folder, aside)  # one rename: a reader never sees half a removal
         shutil.rmtree(aside, ignore_errors=True)
     return False
+
+
+@dataclass(frozen=True)
+class Build:
+    """One artefact a cell builds before it runs, when the cache lacks it."""
+
+    what: str  # what it is, as the dry run names it
+    folder: Path  # where the cache keeps it; its name is its key
+    marker: str  # the file written last into the folder
+    seconds: float | None  # expected on this machine; None: nothing of its kind cached here to time it
+
+    def done(self) -> bool:
+        """Whether the cache holds it whole (nothing is removed when it does not)."""
+        return self.folder.is_dir() and problem_of(self.folder, self.marker) is None

@@ -16,7 +16,9 @@ public encoder, the defense's seeded secrets, and for gradients the server's fre
 fine-tuned encoder is the adversary's public encoder and changes with training; a prediction API answers from the
 trained victim; a model release is the further pretrained model: such cells always run in full. A stored release
 that fails its check is removed and regenerated, never scored; a regenerated release that differs from the record's
-digest makes the cell run in full. Records say what they reused (``reused_from``: the run whose server part they
+digest makes the cell run in full. An adapted server's checkpoint is neither pretrained nor loaded for an attack
+that reads no encoder body (``Attack.reads_encoder_body``): adaptation freezes the embedding table, so the public
+one stands in (``TableView``). Records say what they reused (``reused_from``: the run whose server part they
 carry; ``reused``: what). ``reusing`` turns reuse on for the cells run inside it (the command line does, unless
 ``--no-reuse``); elsewhere ``run_cell`` runs every cell in full and stores nothing.
 """
@@ -47,7 +49,7 @@ from bench.core.spec import RunSpec
 from bench.core.versions import compatible_kind, component_versions
 from bench.engine.cell import cell_context
 from bench.engine.paths import ReleasePath, choose_path
-from bench.engine.paths.tokens import TokenOutput, adapted_encoder, public_token_mechanism
+from bench.engine.paths.tokens import TokenOutput, adapted_encoder, public_token_mechanism, reads_encoder_body
 from bench.models.dp_sgd import DP_NOTES
 from bench.models.training import initial_client_layer, initial_head
 from bench.results.release_store import FORMAT, CorruptEntry, ReleaseStore, pack, unpack
@@ -55,6 +57,7 @@ from bench.results.store import ResultStore
 
 STORED_PATHS = ("tokens", "representations")  # whose releases never depend on a frozen server's training
 SERVER_NOTES = ("probe", "probe_iterations", *DP_NOTES)  # the notes these paths' server part writes (probe, DP-SGD)
+ADAPTATION = "adaptation_"  # and its adapted checkpoint's, which an attack that reads no encoder body never loads
 
 
 # -- where reuse is on ------------------------------------------------------------------------------------------
@@ -208,6 +211,12 @@ def plan(spec: RunSpec, index: RecordIndex, releases: ReleaseStore | None) -> st
     return "regenerated release" if index.find(spec, found) is not None else ""
 
 
+def planned(spec: RunSpec) -> str:
+    """``plan`` for a cell run inside ``reusing``: "" where reuse is off."""
+    active = _ACTIVE.get()
+    return plan(spec, active.index(), active.releases) if active is not None and active.lookup else ""
+
+
 # -- reusing a cell ---------------------------------------------------------------------------------------------
 
 
@@ -295,7 +304,7 @@ def _regenerated(spec: RunSpec, found: Target, record, comparable: bool, why: li
     if recorded is not None and recorded != digest:
         raise Unusable("the client's part made another release than the recorded one (its digest differs)")
     output.utility, output.probe = utility, probe
-    output.notes.update({k: record.notes[k] for k in SERVER_NOTES if k in record.notes})
+    output.notes.update({k: v for k, v in record.notes.items() if k in SERVER_NOTES or k.startswith(ADAPTATION)})
     run_id = _origin(record)
     check = "it matches the recorded release digest" if recorded else "no recorded digest of this release to check"
     notes = {"reused_from": run_id,
@@ -332,8 +341,8 @@ def _check_utility(task, utility: dict, probe: dict) -> None:
 
 def _adversary_encoder(defense, context, path: ReleasePath):
     """The encoder the adversary holds with a frozen token or representation release (``CellOutput.encoder``)."""
-    if path.name == "tokens" and context.options.adapt:
-        return adapted_encoder(defense, context)[0]  # the server's adapted checkpoint, from the cache
+    if path.name == "tokens" and context.options.adapt:  # the server's adapted checkpoint, where the attack runs it
+        return adapted_encoder(defense, context, body=reads_encoder_body(context.spec))[0]
     return context.encoder
 
 

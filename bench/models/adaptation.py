@@ -37,7 +37,7 @@ from filelock import FileLock
 
 from bench.core import smoke
 from bench.core.cache import cache_root, scratch_instead
-from bench.core.files import atomic_directory, problem_of, verified
+from bench.core.files import atomic_directory, verified
 from bench.core.params import require
 from bench.core.progress import track
 from bench.core.releases import ReleaseKind
@@ -48,6 +48,7 @@ from bench.privacy.token_space import WordPieceSpace
 
 OBJECTIVES = ("vanilla", "prob", "denoising")
 VERSION = 2  # of the recipe, in the cache key (2: trains on the whole corpus, scores on held-out text)
+ADAPTED_MARKER = "adaptation.json"  # written last into a checkpoint's folder: what the record reads of it
 
 
 @dataclass(frozen=True)
@@ -219,12 +220,6 @@ def adapted_dir(key: str) -> Path:
     return cache_root() / "adapted" / key
 
 
-def is_adapted(key: str) -> bool:
-    """Whether the adapted checkpoint of ``key`` is cached whole (nothing is removed when it is not)."""
-    folder = adapted_dir(key)
-    return folder.is_dir() and problem_of(folder, "adaptation.json") is None
-
-
 def adaptation_target(mechanism, encoder_name: str, config: AdaptationConfig, task: str | None = None):
     """``(folder, budget, corpus)``: where ``adapt_encoder`` keeps the checkpoint for these arguments (the folder's
     name is its key), the budget as it applies (a ``--check`` cell's slice of the corpus) and the public corpus
@@ -243,7 +238,7 @@ def adaptation_seconds(config: AdaptationConfig) -> float | None:
     import statistics
 
     rates = []
-    for info in (cache_root() / "adapted").glob("*/adaptation.json"):
+    for info in (cache_root() / "adapted").glob(f"*/{ADAPTED_MARKER}"):
         try:
             found = json.loads(info.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -264,14 +259,14 @@ def adapt_encoder(mechanism, encoder_name: str, config: AdaptationConfig, device
     key = target.name
     smoke.note(f"{config.objective} adaptation of {encoder_name}, {config.steps} steps on {config.corpus_size} "
                f"sentences (key {key})")
-    if verified(target, "adaptation.json", "adapted checkpoint"):
+    if verified(target, ADAPTED_MARKER, "adapted checkpoint"):
         return target
     root = scratch_instead(cache_root())  # an unwritable cache: warned once, the checkpoint lives for this run
     target = root / "adapted" / key
     locks = root / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"adapted-{key}.lock"):  # a second process waits for the first's checkpoint
-        if not verified(target, "adaptation.json", "adapted checkpoint"):
+        if not verified(target, ADAPTED_MARKER, "adapted checkpoint"):
             _pretrain(mechanism, encoder_name, config, corpus, device, task, target)
     return target
 
@@ -284,13 +279,14 @@ def _pretrain(mechanism, encoder_name: str, config: AdaptationConfig, corpus: tu
 
     from bench.data.public_corpus import held_out
     from bench.models.masked_lm import masked_token_accuracy
+    from bench.models.mlm import held_out_top1
 
     sentences, corpus_description, corpus_hash = corpus
     key = target.name
     run = Pretraining(mechanism, encoder_name, config, sentences, key, device)
     # never part of a public corpus
     held_out_texts, held_out_description, _ = held_out(task, *((smoke.HELD_OUT,) if smoke.active() else ()))
-    before = masked_token_accuracy(run.mlm, held_out_texts, seed=config.seed)
+    before = held_out_top1(run.mlm, held_out_texts, seed=config.seed)  # the same starting MLM for every adaptation
     started = time.perf_counter()
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
@@ -317,4 +313,4 @@ def _save_atomically(mlm, info: dict, target: Path) -> None:
     """Write the encoder, tokenizer and MLM weights and ``adaptation.json`` to ``target`` atomically."""
     with atomic_directory(target) as folder:
         mlm.save(folder)
-        (folder / "adaptation.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+        (folder / ADAPTED_MARKER).write_text(json.dumps(info, indent=2), encoding="utf-8")

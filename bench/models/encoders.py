@@ -357,6 +357,41 @@ class Encoder:
         return self.model.get_input_embeddings().weight
 
 
+class TableView:
+    """``encoder``'s tokenizer and input embedding table under the name of a further pretraining of it that froze
+    the table (``revision``): all that an attack which reads no encoder body holds of that checkpoint, without
+    loading or training it. Running the body is refused."""
+
+    def __init__(self, encoder: Encoder, revision: str) -> None:
+        self.base, self.revision = encoder, revision
+        self.name, self.device, self.pooling = encoder.name, encoder.device, encoder.pooling
+        self.max_length, self.dim, self.cache = encoder.max_length, encoder.dim, encoder.cache
+
+    @property
+    def tokenizer(self):
+        """The tokenizer, which further pretraining leaves as it was."""
+        return self.base.tokenizer
+
+    def token_ids(self, texts: Sequence) -> list:
+        """As ``Encoder.token_ids``."""
+        return self.base.token_ids(texts)
+
+    def input_embeddings(self):
+        """The frozen table, the same in both checkpoints."""
+        return self.base.input_embeddings()
+
+    def _body(self, *args, **kwargs):
+        raise BenchError(f"this run holds encoder '{self.name}@{self.revision}' by its embedding table only, and its "
+                         "attack ran the body: the attack must set reads_encoder_body = True.")
+
+    encode = pooled = token_states = model_inputs = _body
+
+    @property
+    def model(self):
+        """Not loaded: see the class."""
+        self._body()
+
+
 class MockEncoder:
     """Deterministic bag-of-words encoder: each word maps to a fixed Gaussian vector (tests only)."""
 

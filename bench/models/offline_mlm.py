@@ -153,6 +153,40 @@ def offline_dir(name: str, task: str | None = None, progress: bool = True) -> Pa
     return prepare(recipe_for(task, steps), progress=progress)
 
 
+def offline_target(name: str, task: str | None = None) -> tuple[Path, int] | None:
+    """Where ``offline_dir`` keeps the offline MLM ``name`` for ``task`` and its step budget; None for another MLM.
+    Nothing is trained."""
+    steps = offline_steps(name)
+    if steps is None:
+        return None
+    recipe = smoke_recipe(task) if smoke.active() else recipe_for(task, steps)
+    return _located(recipe)[0], recipe.steps
+
+
+def offline_seconds(steps: int) -> float | None:
+    """The expected time of training an offline MLM for ``steps`` steps on this machine: at the median time per
+    step of the MLMs cached here (smoke-budget ones aside); None without one."""
+    import statistics
+
+    rates = []
+    for file in (cache_root() / "mlm").glob(f"*/{INFO_FILE}"):
+        try:
+            found = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not found.get("recipe", {}).get("smoke") and found.get("steps") and found.get("seconds"):
+            rates.append(float(found["seconds"]) / float(found["steps"]))
+    return steps * statistics.median(rates) if rates else None
+
+
+def _located(recipe: MLMRecipe) -> tuple[Path, tuple[list[str], str, str]]:
+    """The cache folder of ``recipe``'s MLM, and its public corpus (sentences, description, hash)."""
+    from bench.data.public_corpus import public_corpus
+
+    corpus = public_corpus(recipe.corpus, exclude_task=recipe.exclude_task or None)
+    return cache_root() / "mlm" / mlm_key(recipe, corpus[2]), corpus
+
+
 def mlm_key(recipe: MLMRecipe, corpus_hash: str) -> str:
     """The cache key of a trained MLM (16 hex digits): encoder and revision, corpus, recipe, version."""
     from bench.models.encoders import locate
@@ -413,11 +447,8 @@ def prepare(recipe: MLMRecipe = MLMRecipe(), checkpoints: tuple[float, ...] = ()
     """
     from filelock import FileLock
 
-    from bench.data.public_corpus import public_corpus
-
-    sentences, description, corpus_hash = public_corpus(recipe.corpus, exclude_task=recipe.exclude_task or None)
-    key = mlm_key(recipe, corpus_hash)
-    target = cache_root() / "mlm" / key
+    target, (sentences, description, corpus_hash) = _located(recipe)
+    key = target.name
     if verified(target, INFO_FILE, "offline MLM"):
         return target
     locks = cache_root() / "locks"

@@ -2,7 +2,8 @@
 
 These check the mechanics the issue's acceptance names, not the utility gain: the user-side token
 embedding table is bit-identical after adaptation, checkpoints are cached by their key, adapted
-encoders feed `bench run`, and mask-inference runs against dchi-text and santext-plus releases.
+encoders feed `bench run` (and an attack-only re-run of their cell does without them), and mask-inference runs
+against dchi-text and santext-plus releases.
 """
 
 import json
@@ -60,18 +61,6 @@ def test_mask_inference_runs_against_text_releases(defense):
     assert "untrained" in record.notes["mlm_head"]  # the ablation's record says its head is untrained
 
 
-def test_an_adapted_encoder_feeds_a_cell_and_the_record_names_it(cache):
-    spec = make_spec(defense="dchi-token", defense_args="eta=60", server_args="adapt=denoising,adapt_steps=2",
-                     attack="inversion", n_train=60, n_eval=20, training_args="epochs=1")
-    record = run_cell(spec)
-    notes = record.notes
-    assert notes["adaptation_objective"] == "denoising" and "trained by denoising MLM" in notes["adaptation_head"]
-    assert 0 <= notes["adaptation_mlm_top1_after"] <= 1 and 0 <= notes["adaptation_privatize_share"] < 1
-    assert "SQuAD" in notes["adaptation_corpus"] and "left out" not in notes["adaptation_corpus"]  # not SST-2 data
-    assert record.versions["encoder"].startswith("minilm@adapted-")
-    assert len(list((cache / "adapted").iterdir())) == 1  # one checkpoint, cached for the next cell
-
-
 def test_two_processes_asking_for_one_checkpoint_pretrain_it_once(cache, monkeypatch):
     import threading
     import time
@@ -96,3 +85,58 @@ def test_two_processes_asking_for_one_checkpoint_pretrain_it_once(cache, monkeyp
     for caller in callers:
         caller.join()
     assert len(calls) == 1 and len(paths) == 2 and paths[0] == paths[1]
+
+
+def test_an_adapted_encoder_feeds_a_cell_and_an_attack_only_rerun_never_pretrains_it(cache, tmp_path, monkeypatch):
+    import shutil
+
+    import bench.models.adaptation as adaptation
+    from bench.engine.reuse import reusing
+    from bench.results.release_store import ReleaseStore
+    from bench.results.store import ResultStore
+
+    cell = dict(defense="dchi-token", defense_args="eta=60", server_args="adapt=denoising,adapt_steps=2",
+                attack="inversion", n_train=60, n_eval=20, training_args="epochs=1")
+    results, releases = ResultStore(tmp_path / "results"), ReleaseStore(tmp_path / "releases", 1e9)
+    with reusing(results, releases=releases):
+        first = run_cell(make_spec(**cell))
+    results.append(first)
+    notes = first.notes
+    assert notes["adaptation_objective"] == "denoising" and "trained by denoising MLM" in notes["adaptation_head"]
+    assert 0 <= notes["adaptation_mlm_top1_after"] <= 1 and 0 <= notes["adaptation_privatize_share"] < 1
+    assert "SQuAD" in notes["adaptation_corpus"] and "left out" not in notes["adaptation_corpus"]  # not SST-2 data
+    assert first.versions["encoder"].startswith("minilm@adapted-")
+    assert len(list((cache / "adapted").iterdir())) == 1  # one checkpoint, cached for the next cell
+    shutil.rmtree(cache / "adapted")  # a machine whose cache lacks it
+
+    def refused(*args):
+        raise AssertionError("an attack that reads no encoder body pretrained the server's checkpoint")
+
+    monkeypatch.setattr(adaptation, "_pretrain", refused)
+    with reusing(results, releases=releases):
+        stored = run_cell(make_spec(**cell))  # from the release store
+    with reusing(results, releases=None):
+        regenerated = run_cell(make_spec(**cell))  # the client's part again, checked against the record's digest
+    assert "stored release" in stored.notes["reused"] and "matches" in regenerated.notes["reused"]
+    privacy = {k: v for k, v in first.metrics.items() if not k.startswith("utility/")}
+    for again in (stored, regenerated):
+        assert {k: v for k, v in again.metrics.items() if not k.startswith("utility/")} == privacy
+        assert again.versions["encoder"] == first.versions["encoder"]
+        assert {k: v for k, v in again.notes.items() if k.startswith("adaptation_")} == \
+            {k: v for k, v in first.notes.items() if k.startswith("adaptation_")}
+    assert not (cache / "adapted").exists()
+
+
+def test_the_table_view_holds_the_table_and_refuses_to_run_a_body():
+    from bench.core.errors import BenchError
+    from bench.models.encoders import TableView
+    from bench.models.loading import load_encoder
+
+    encoder = load_encoder("minilm")
+    view = TableView(encoder, "adapted-0123")
+    assert [ids.tolist() for ids in view.token_ids(["a test", "another"])] == \
+        [ids.tolist() for ids in encoder.token_ids(["a test", "another"])]
+    assert torch.equal(view.input_embeddings(), encoder.input_embeddings()) and view.dim == encoder.dim
+    for run in (lambda: view.encode(["a test"]), lambda: view.token_states([[1, 2]]), lambda: view.model):
+        with pytest.raises(BenchError, match="reads_encoder_body"):
+            run()

@@ -202,7 +202,7 @@ def test_an_attack_at_a_new_size_is_estimated_from_its_own_cells_scaled_by_train
 
 def test_dry_run_counts_the_adapted_checkpoints_a_grid_would_pretrain_first(tmp_path, monkeypatch):
     import bench.data.public_corpus as public
-    from bench.engine.paths.tokens import pending_adaptations
+    from bench.engine.builds import pending_builds
     from bench.engine.runner import make_spec
     from bench.models.adaptation import AdaptationConfig
 
@@ -212,18 +212,51 @@ def test_dry_run_counts_the_adapted_checkpoints_a_grid_would_pretrain_first(tmp_
                          server_args="adapt=denoising") for seed in (0, 1)]
     other = make_spec(task="sst2", defense="dchi-text", defense_args={"eta": 120.0}, server_args="adapt=denoising")
     plain = make_spec(task="sst2", defense="dchi-text", defense_args={"eta": 60.0})
-    pending = pending_adaptations([*adapted, other, plain])
-    assert len(pending) == 2 and set(pending.values()) == {None}  # one checkpoint per mechanism; nothing times it
+    pending = pending_builds([*adapted, other, plain])
+    assert len(pending) == 2 and {b.seconds for b in pending} == {None}  # one per mechanism; nothing times it
+    assert {b.what for b in pending} == {"adapted server checkpoint"}
+    attacked = [make_spec(task="sst2", defense="dchi-text", defense_args={"eta": eta}, attack="inversion",
+                          server_args="adapt=denoising") for eta in (60.0, 120.0)]
+    assert pending_builds(attacked) == pending  # run in full, each cell pretrains its server first
+    assert pending_builds(attacked, lambda spec: "regenerated release") == []  # inversion reads the table alone
 
     past = tmp_path / "cache" / "adapted" / "0123456789abcdef"  # an adaptation cached before, at 4 sequences/s
     past.mkdir(parents=True)
     budget = AdaptationConfig("denoising")
     (past / "adaptation.json").write_text(json.dumps({"config": dataclasses.asdict(budget), "sequences_per_s": 4.0}))
-    first = next(iter(pending))
-    (past.parent / first).mkdir()
-    (past.parent / first / "adaptation.json").write_text("{}")  # the eta=60 checkpoint is now cached
-    assert pending_adaptations([*adapted, other, plain]) == {
-        next(k for k in pending if k != first): budget.steps * budget.batch_size / 4.0}
+    first = pending[0].folder
+    first.mkdir()
+    (first / "adaptation.json").write_text("{}")  # the eta=60 checkpoint is now cached
+    (left,) = pending_builds([*adapted, other, plain])
+    assert left.folder == pending[1].folder and left.seconds == budget.steps * budget.batch_size / 4.0
+
+
+def test_dry_run_counts_the_offline_mlms_a_defense_or_attack_would_train_first(tmp_path, monkeypatch):
+    import bench.data.public_corpus as public
+    from bench.engine.builds import pending_builds
+    from bench.engine.runner import make_spec
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(public, "public_corpus", lambda *a, **k: (["a public sentence"], "tiny corpus", "hash"))
+    cells = [make_spec(task="sst2", defense="dp-mlm", defense_args={"eps": eps}, attack="inversion")
+             for eps in (10.0, 50.0)]
+    (mlm,) = pending_builds(cells)  # one MLM for SST-2, whatever eps
+    assert mlm.what == "offline MLM" and mlm.seconds is None
+    assert pending_builds(cells, lambda spec: "stored release") == []  # the defense does not run again
+    attacked = make_spec(task="sst2", defense="dchi-text", defense_args={"eta": 60.0}, attack="mask-inference",
+                         attack_args="mlm=minilm-mlm@200")
+    (weaker,) = pending_builds([attacked], lambda spec: "stored release")  # the attack's own MLM is still needed
+    assert weaker.folder != mlm.folder
+    assert pending_builds([make_spec(task="sst2", defense="dchi-text", defense_args={"eta": 60.0},
+                                     attack="inversion")]) == []
+
+    past = tmp_path / "mlm" / "0123456789abcdef"  # an MLM cached before: 800 steps in 400 s
+    past.mkdir(parents=True)
+    (past / "info.json").write_text(json.dumps({"recipe": {"smoke": False}, "steps": 800, "seconds": 400.0}))
+    assert pending_builds([attacked])[0].seconds == 100.0  # 200 steps at half a second each
+    mlm.folder.mkdir()
+    (mlm.folder / "info.json").write_text("{}")
+    assert pending_builds(cells) == []
 
 
 def test_a_grids_time_left_is_the_median_cell_and_the_checkpoints_still_to_pretrain(tmp_path, monkeypatch):
@@ -232,7 +265,11 @@ def test_a_grids_time_left_is_the_median_cell_and_the_checkpoints_still_to_pretr
     from bench.cli.commands.run import _GridProgress
 
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
-    progress = _GridProgress(6, {"aaaa": 600.0, "bbbb": None})  # bbbb: no past adaptation to time it
+    from bench.core.files import Build
+
+    builds = [Build("adapted server checkpoint", tmp_path / "adapted" / key, "adaptation.json", seconds)
+              for key, seconds in (("aaaa", 600.0), ("bbbb", None))]  # bbbb: no past adaptation to time it
+    progress = _GridProgress(6, builds)
     lines = []
     for runtime in (700.0, 60.0, 60.0):  # the first cell pretrained a checkpoint the others share
         progress.record(None, SimpleNamespace(metrics={"utility/accuracy": 0.5}, runtime_s=runtime))

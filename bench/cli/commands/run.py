@@ -181,8 +181,9 @@ def _check_attack_args(attack: str | None, attack_args: str) -> str:
 def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precision: str | None = None,
               cell_timeout: float | None = None, claim_wait: float | None = None) -> None:
     """Run a grid's cells in this process, one line per cell on stderr."""
+    from bench.engine.builds import pending_builds
     from bench.engine.grid import cell_key, load_grid, run_grid, shard_of
-    from bench.engine.paths.tokens import pending_adaptations
+    from bench.engine.reuse import planned
 
     specs = load_grid(grid, device=device, precision=precision)
     if shard:
@@ -192,7 +193,7 @@ def _run_grid(grid: Path, store, shard: str = "", device: str = "auto", precisio
         err.print(f"grid {plain(grid)}: {len(specs)} cells", highlight=False)
 
     done = store.completed()
-    progress = _GridProgress(len(specs), pending_adaptations(s for s in specs if cell_key(s) not in done))
+    progress = _GridProgress(len(specs), pending_builds((s for s in specs if cell_key(s) not in done), planned))
 
     def report(spec, status: str) -> None:
         why = " (another process is running it; looked at again after the other cells)" if status == "claimed" else ""
@@ -214,15 +215,15 @@ class _GridProgress:
     """The figures at the end of a grid's cell lines.
 
     A line shows the cell's headline metrics and time, the cells left, and the time left. The time left is the
-    median time of the cells run so far for each cell left (a cell that first pretrained a checkpoint the others
-    share does not set the pace), plus the adapted server checkpoints still to pretrain (``builds``: key -> expected
-    seconds), as long as the cache lacks them; recorded cells are skipped in no time.
+    median time of the cells run so far for each cell left (a cell that first built a checkpoint the others
+    share does not set the pace), plus what is still to build (``bench.engine.builds``), as long as the cache lacks
+    it; recorded cells are skipped in no time.
     """
 
-    def __init__(self, cells: int, builds: dict[str, float | None] | None = None) -> None:
+    def __init__(self, cells: int, builds: list | None = None) -> None:
         self.cells, self.seen, self.ran, self.figures = cells, 0, 0, ""
         self.times: list[float] = []
-        self.builds = {key: seconds for key, seconds in (builds or {}).items() if seconds is not None}
+        self.builds = [build for build in builds or [] if build.seconds is not None]
 
     def record(self, spec, record) -> None:
         """Keep the finished cell's figures for its line.
@@ -253,9 +254,7 @@ class _GridProgress:
         self.figures = ""
         pace = ""
         if self.times and left:
-            from bench.models.adaptation import is_adapted
-
-            building = sum(s for key, s in self.builds.items() if not is_adapted(key))
+            building = sum(build.seconds for build in self.builds if not build.done())
             pace = f", about {_minutes(statistics.median(self.times) * left + building)} left"
         parts.append(f"{self.seen} of {self.cells} cells{pace}")
         return " · " + " · ".join(parts)
@@ -307,8 +306,8 @@ def _run_grid_ray(grid: Path, store, device: str, address, retries: int, cell_ti
 def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precision: str | None = None,
              releases=None) -> None:
     """List a grid's cells: recorded or to run, and each one's time estimated from past records."""
-    from bench.engine.grid import estimate_cells, grid_resources, load_grid, shard_of
-    from bench.engine.paths.tokens import pending_adaptations
+    from bench.engine.builds import pending_builds
+    from bench.engine.grid import cell_key, estimate_cells, grid_resources, load_grid, shard_of
     from bench.engine.reuse import RecordIndex, plan
 
     # nothing runs: a grid that asks for GPUs is planned as its GPU machines will run it, whatever this one has
@@ -320,6 +319,7 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
     local = executor == "local" and releases is not None  # Ray workers run every cell in full
     index = RecordIndex(records) if local else None
     rows = estimate_cells(specs, records, (lambda spec: plan(spec, index, releases)) if local else None)
+    plans = {cell_key(row.spec): row.reuse for row in rows}
     devices = ", ".join(sorted({str(spec.device) for spec in specs}))
     table = Table(title=f"{plain(grid)}: {len(specs)} cells on {devices} (dry run, nothing runs)", title_justify="left")
     for column in ("cell", "status", "runs", "estimate", "from"):
@@ -336,13 +336,14 @@ def _dry_run(grid: Path, store, shard: str, device: str, executor: str, precisio
     out.print(f"{len(todo)} cells to run" + (f" ({reused} attack only)" if reused else "") + f", "
               f"{len(rows) - len(todo)} already recorded; estimated {sum(known):.0f} s of cell time for {len(known)} "
               f"of them" + (f", no past record for {unknown}" if unknown else ""), highlight=False)
-    builds = pending_adaptations(row.spec for row in todo)  # what no record's runtime holds: built once, then cached
-    if builds:
-        timed = [s for s in builds.values() if s is not None]
-        out.print(f"before them: {len(builds)} adapted server checkpoint(s) this machine's cache lacks are pretrained"
-                  + (f", about {sum(timed):.0f} s for {len(timed)} at the rate of the adaptations cached here"
-                     if timed else "") + (f", {len(builds) - len(timed)} with no past adaptation of their objective "
-                                          "here to time them" if len(timed) < len(builds) else ""), highlight=False)
+    builds = pending_builds((row.spec for row in todo), lambda spec: plans.get(cell_key(spec), ""))
+    for what in dict.fromkeys(build.what for build in builds):  # what no record's runtime holds: built once, cached
+        kind = [build for build in builds if build.what == what]
+        timed = [build.seconds for build in kind if build.seconds is not None]
+        out.print(f"before them: {len(kind)} {what}(s) this machine's cache lacks are built"
+                  + (f", about {sum(timed):.0f} s for {len(timed)} at the rate of those cached here" if timed else "")
+                  + (f", {len(kind) - len(timed)} with none of their kind cached here to time them"
+                     if len(timed) < len(kind) else ""), highlight=False)
 
 
 def _print_record(record, path) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 from bench.core.components import SpanDefense, SpanTask, TokenDefense, TokenTask, Truth, span_kinds
 from bench.core.errors import BenchError
 from bench.core.examples import TaskData, flatten_segments
+from bench.core.files import Build
 from bench.core.params import build_component, component_args
 from bench.core.registry import ATTACKS, DEFENSES
 from bench.core.releases import Release, ReleaseKind, ServerModel
@@ -31,8 +32,8 @@ from bench.engine.membership import defer_model_release
 from bench.engine.paths.base import CellContext, CellOutput, ReleasePath, probe_scores
 from bench.engine.server_options import ServerOptions
 from bench.engine.spans import locate_slots, non_overlapping_spans, public_span_rows, rewrite_split, span_prior
-from bench.models.adaptation import adapt_encoder, adaptation_seconds, adaptation_target, is_adapted
-from bench.models.encoders import Encoder, quiet_loading
+from bench.models.adaptation import ADAPTED_MARKER, adapt_encoder, adaptation_seconds, adaptation_target
+from bench.models.encoders import Encoder, TableView, quiet_loading
 from bench.privacy.public import IdentityTokens
 from bench.privacy.token_space import space_of
 
@@ -71,7 +72,8 @@ def run_tokens(defense: TokenDefense, context: CellContext, server) -> TokenOutp
     server.encoder = context.encoder if context.training.mode == "frozen" else context.fresh_encoder()
     notes: dict[str, Any] = {}
     if context.options.adapt:
-        server.encoder, notes = adapted_encoder(defense, context)
+        server.encoder, notes = adapted_encoder(defense, context, body=not context.client_only or
+                                                reads_encoder_body(spec))
     if getattr(server.encoder, "tokenizer", None) is None:
         raise BenchError(f"{spec.defense} perturbs tokens and needs a real encoder (minilm or a hub id), "
                          f"not '{server.encoder.name}'.")
@@ -169,6 +171,11 @@ def _attack_reads_spans(spec: RunSpec) -> bool:
     return spec.attack is not None and ATTACKS.get(spec.attack).needs_spans
 
 
+def reads_encoder_body(spec: RunSpec) -> bool:
+    """Whether the cell's attack runs the encoder it holds (``Attack.reads_encoder_body``)."""
+    return spec.attack is None or ATTACKS.get(spec.attack).reads_encoder_body
+
+
 def _span_slots(task: SpanTask, context, split, rewritten, originals, original_ids, released, encoder):
     """Where the sensitive spans of the attacked release lie, their original pieces, and what the record says."""
     if rewritten is not None:
@@ -194,36 +201,38 @@ def public_token_mechanism(defense: TokenDefense, task: str = ""):
     return mechanism
 
 
-def pending_adaptations(specs) -> dict[str, float | None]:
-    """The adapted server checkpoints that cells of ``specs`` would pretrain before anything else, because the cache
-    lacks them: key -> expected seconds on this machine (``adaptation_seconds``; None where no past adaptation of
-    the objective times it). Nothing is trained or removed."""
-    found: dict[str, float | None] = {}
-    for spec in specs:
-        config = ServerOptions.of(spec.server).adaptation()
-        if config is None:
-            continue
-        defense = build_component(DEFENSES.get(spec.defense), spec.defense_args)
-        if not isinstance(defense, TokenDefense):
-            continue
-        target, config, _ = adaptation_target(public_token_mechanism(defense), spec.encoder, config, spec.task)
-        if target.name not in found and not is_adapted(target.name):
-            found[target.name] = adaptation_seconds(config)
-    return found
+def adaptation_build(spec: RunSpec, attack_only: bool = False) -> Build | None:
+    """The adapted server checkpoint that a cell pretrains before anything else when the cache lacks it, timed for
+    this machine (``adaptation_seconds``); None when the cell's server adapts to nothing, or when the cell runs
+    ``attack_only`` with an attack that reads no encoder body. Nothing is trained or removed."""
+    config = ServerOptions.of(spec.server).adaptation()
+    if config is None or (attack_only and not reads_encoder_body(spec)):
+        return None
+    defense = build_component(DEFENSES.get(spec.defense), spec.defense_args)
+    if not isinstance(defense, TokenDefense):
+        return None
+    target, config, _ = adaptation_target(public_token_mechanism(defense), spec.encoder, config, spec.task)
+    return Build("adapted server checkpoint", target, ADAPTED_MARKER, adaptation_seconds(config))
 
 
-def adapted_encoder(defense: TokenDefense, context: CellContext):
+def adapted_encoder(defense: TokenDefense, context: CellContext, body: bool = True):
     """The server's encoder after privacy-adaptive pretraining (cached), and what the record says of it.
 
-    One checkpoint serves every run seed (adaptation seed 0), as the paper pretrains once.
+    One checkpoint serves every run seed (adaptation seed 0), as the paper pretrains once. Without ``body`` (an
+    attack-only run whose attack reads no encoder body) nothing is pretrained or loaded: the public encoder's
+    table, which adaptation freezes, under the checkpoint's name (``TableView``); the record's adaptation notes
+    are then the reused run's.
     """
     spec = context.spec
     if defense.token_space().format != "wordpiece":
         raise BenchError("privacy-adaptive pretraining works in the encoder's WordPiece space; drop vectors= "
                          "or the server's adapt=.")
-    path = adapt_encoder(public_token_mechanism(defense), spec.encoder, context.options.adaptation(), spec.device,
-                         spec.task)
-    info = json.loads((path / "adaptation.json").read_text(encoding="utf-8"))
+    mechanism, config = public_token_mechanism(defense), context.options.adaptation()
+    if not body:
+        target = adaptation_target(mechanism, spec.encoder, config, spec.task)[0]
+        return TableView(context.encoder, f"adapted-{target.name}"), {"adaptation_objective": context.options.adapt}
+    path = adapt_encoder(mechanism, spec.encoder, config, spec.device, spec.task)
+    info = json.loads((path / ADAPTED_MARKER).read_text(encoding="utf-8"))
     with quiet_loading():
         encoder = Encoder(str(path), spec.device, spec.pooling, spec.max_length,
                           cache=context.training.mode == "frozen")
