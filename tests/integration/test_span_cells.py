@@ -4,7 +4,7 @@ Small slices (200 training and 60 evaluation sentences, 20 epochs; the attack re
 The attack's MLM here is minilm with its untrained head (``allow_untrained``): its fillings are noise, so these
 tests assert what does not depend on it: the undefended release still holds every span verbatim, a masked one
 none, the attack ranks at least as well as its frequency reference (it chooses the MLM's weight on the public
-spans, the prior alone among the choices), and the rewrite's bookkeeping. The NDD selection itself is tested in
+spans, the first 150 here, the prior alone among the choices), and the rewrite's bookkeeping. The NDD selection itself is tested in
 tests/unit/test_span_defenses.py.
 """
 
@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not (data_dir() / "conll2003" / "eng.train").is_file(), reason="CoNLL-2003 files missing"),
 ]
 SIZES = {"n_train": 200, "n_eval": 60, "training_args": "epochs=20"}
-ATTACK = {"attack": "span-recovery", "attack_args": "mlm=minilm,allow_untrained=true,k=8,rows=40"}
+ATTACK = {"attack": "span-recovery", "attack_args": "mlm=minilm,allow_untrained=true,k=8,rows=40,calibration=150"}
 
 
 @pytest.fixture(autouse=True, scope="module")
