@@ -392,10 +392,12 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
     """Each cell's status and time estimate, read from stored ``records`` (``ResultStore.read()``); nothing runs.
 
     The estimate is the median ``runtime_s`` of the stored records of the same configuration (config hash, any
-    seed) on the cell's device; for a cell with server options (a pretraining budget, an adaptation), else of the
-    same task, defense and server options, else of the same task and server options (they set the server's main
-    work: 6,400 pretraining steps take dozens of times as long as 200, whatever the defense); else of the same task,
-    defense, server options and attack at other sizes, each scaled by the ratio of training sizes (membership
+    seed) on the cell's device; for a cell with server options (a pretraining budget, an adaptation, DP-SGD), else
+    of the same task, defense, server options and attack (membership inference retrains a DP-SGD server per
+    shadow), else of the same task, defense and server options, else of the same task and server options (they set
+    the server's main work: 6,400 pretraining steps take dozens of times as long as 200, whatever the defense), else
+    of the same task, defense and attack with the same options at other values (another DP-SGD ε); else of the same
+    task, defense, server options and attack at other sizes, each scaled by the ratio of training sizes (membership
     inference retrains the server per shadow, so its cells cost many times the defense's others); else of the same
     task and defense on that device, else on any device (labelled with that device), else unknown. Records that reused
     another run's server part (``notes.reused_from``) count only for cells that ``reuse`` says will reuse one: those
@@ -406,6 +408,9 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
 
     def server_key(server: dict | None) -> str:
         return json.dumps(server or {}, sort_keys=True, default=str)
+
+    def server_kind(server: dict | None) -> str:  # which options, not their values
+        return ",".join(sorted(server or {}))
 
     records = list(records)
     done = {(r.config_hash, r.seed, r.component_versions()) for r in records}
@@ -419,7 +424,8 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
             keys = (("reuse", task, defense, attack), ("reuse-attack", task, attack))
         else:
             keys = (("config", r.config_hash), ("pair", task, defense), ("server", task, defense, server),
-                    ("task-server", task, server))
+                    ("server-attack", task, defense, server, attack), ("task-server", task, server),
+                    ("kind-attack", task, defense, server_kind(r.spec.get("server")), attack))
         for key in keys:
             pools.setdefault(key, []).append((device, r.runtime_s))
         if "reused_from" not in notes and attack and r.spec.get("n_train"):  # seconds per training example
@@ -445,8 +451,13 @@ def estimate_cells(specs: Iterable[RunSpec], records: Iterable,
         else:
             levels = [(("config", spec.config_hash()), "this configuration", False)]
             if spec.server:
-                levels += [(("server", spec.task, spec.defense, server), "its task, defense and server options",
-                            False), (("task-server", spec.task, server), "its task and server options", False)]
+                kind = server_kind(spec.to_dict()["server"])
+                levels += [(("server-attack", spec.task, spec.defense, server, spec.attack),
+                            "its task, defense, server options and attack", False),
+                           (("server", spec.task, spec.defense, server), "its task, defense and server options",
+                            False), (("task-server", spec.task, server), "its task and server options", False),
+                           (("kind-attack", spec.task, spec.defense, kind, spec.attack),
+                            "its task, defense and attack with other values of its server options", False)]
             if spec.attack and spec.n_train:
                 levels.append((("sized", spec.task, spec.defense, server, spec.attack),
                                "its task, defense and attack at other sizes, scaled by training size", False))

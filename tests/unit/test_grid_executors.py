@@ -177,6 +177,29 @@ def test_a_new_pretraining_budget_is_estimated_from_its_budget_not_from_the_defe
     assert (estimate.seconds, estimate.basis) == (80.0, "its task, defense and server options (1 records)")
 
 
+def test_a_dp_sgd_cell_at_a_new_epsilon_is_estimated_from_its_attack_at_other_epsilons():
+    """Membership inference retrains a DP-SGD server per shadow: at a new epsilon its cells at other epsilons say
+    more than the defense's cells without it."""
+    from types import SimpleNamespace
+
+    from bench.core.spec import RunSpec
+    from bench.engine.grid import estimate_cells
+
+    def spec(epsilon, attack, seed=0):
+        return RunSpec(task="sst2", defense="none", attack=attack, encoder="minilm", n_train=2000, n_eval=500,
+                       server={"dp_epsilon": epsilon}, seed=seed)
+
+    def record(epsilon, attack, seconds):
+        cell = spec(epsilon, attack)
+        return SimpleNamespace(config_hash=cell.config_hash(), seed=0, component_versions=lambda: "",
+                               hardware={"device": "cpu"}, spec=cell.to_dict(), runtime_s=seconds)
+
+    records = [record(8.0, "membership", 600.0), record(8.0, None, 45.0), record(1.0, None, 40.0)]
+    (new,) = estimate_cells([spec(4.0, "membership")], records)
+    assert (new.seconds, new.basis) == (600.0, "its task, defense and attack with other values of its server "
+                                               "options (1 records)")
+
+
 def test_an_attack_at_a_new_size_is_estimated_from_its_own_cells_scaled_by_training_size():
     """Membership inference retrains the server per shadow: its cells at 200 examples say more of a cell at 8,000
     than the defense's other cells at 8,000 do."""
