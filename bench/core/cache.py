@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -18,6 +18,16 @@ from bench.core.files import atomic_writer
 def cache_root() -> Path:
     """``$BENCH_CACHE_DIR`` when set and not empty, else ``~/.cache/bench``."""
     return Path(os.environ.get("BENCH_CACHE_DIR") or Path.home() / ".cache" / "bench").expanduser()
+
+
+def cached_infos(kind: str, marker: str) -> Iterator[dict]:
+    """What the ``marker`` JSON file of each artefact cached under ``kind`` (``adapted``, ``mlm``) says; an
+    unreadable one is passed over."""
+    for file in (cache_root() / kind).glob(f"*/{marker}"):
+        try:
+            yield json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
 
 
 def identity_key(identity: Any) -> str:

@@ -36,7 +36,7 @@ import numpy as np
 from filelock import FileLock
 
 from bench.core import smoke
-from bench.core.cache import cache_root, scratch_instead
+from bench.core.cache import cache_root, cached_infos, scratch_instead
 from bench.core.files import atomic_directory, verified
 from bench.core.params import require
 from bench.core.progress import track
@@ -237,14 +237,8 @@ def adaptation_seconds(config: AdaptationConfig) -> float | None:
     (sequences per second) of the checkpoints of the same objective already cached here; None without one."""
     import statistics
 
-    rates = []
-    for info in (cache_root() / "adapted").glob(f"*/{ADAPTED_MARKER}"):
-        try:
-            found = json.loads(info.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if found.get("config", {}).get("objective") == config.objective and found.get("sequences_per_s"):
-            rates.append(float(found["sequences_per_s"]))
+    rates = [float(found["sequences_per_s"]) for found in cached_infos("adapted", ADAPTED_MARKER)
+             if found.get("config", {}).get("objective") == config.objective and found.get("sequences_per_s")]
     return config.steps * config.batch_size / statistics.median(rates) if rates else None
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bench.core import smoke
-from bench.core.cache import cache_root
+from bench.core.cache import cache_root, cached_infos
 from bench.core.files import atomic_directory, atomic_writer, verified
 from bench.core.machine import cpu_model
 from bench.core.params import require
@@ -168,14 +168,8 @@ def offline_seconds(steps: int) -> float | None:
     step of the MLMs cached here (smoke-budget ones aside); None without one."""
     import statistics
 
-    rates = []
-    for file in (cache_root() / "mlm").glob(f"*/{INFO_FILE}"):
-        try:
-            found = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not found.get("recipe", {}).get("smoke") and found.get("steps") and found.get("seconds"):
-            rates.append(float(found["seconds"]) / float(found["steps"]))
+    rates = [float(found["seconds"]) / float(found["steps"]) for found in cached_infos("mlm", INFO_FILE)
+             if not found.get("recipe", {}).get("smoke") and found.get("steps") and found.get("seconds")]
     return steps * statistics.median(rates) if rates else None
 
 
