@@ -8,7 +8,9 @@ A *family* is a defense with everything fixed but the argument it sweeps (``eta`
 - ``formal ε``: the ε of a guarantee with the membership attack's meaning, record-level (ε, δ)-DP of the training
   set. Only DP-SGD has one. The ε of d_chi and SanText is metric DP per token (ε·d between two tokens at embedding
   distance d), which bounds no membership test on the server's training set, so it is left blank; that guarantee
-  is audited instead (``audits``: the published ``bench audit`` files beside their claims);
+  is audited instead (``audits``: the published ``bench audit`` files beside their claims). DP-MLM's is pure DP per
+  token (n·eps for a sentence of n tokens), but its release keeps each sentence's length, which separates two
+  sentences of different lengths outright: blank as well;
 - ``ε lower`` and ``one-run ε``: the empirical ε lower bounds the membership attack records (Clopper-Pearson at its
   best threshold; one-run auditing with canaries).
 
@@ -163,7 +165,9 @@ LEGEND = (
     "worst case of the board on the one scale (0 = the random guess, 1 = total recovery; *strongest* names the "
     "attack, and an incomplete setting's worst case is a lower bound); *formal ε*: DP-SGD's (ε, δ = 1/n) on the "
     "training set, the only guarantee here with membership's meaning (the ε or η of d_chi and SanText is metric DP "
-    "per token, left blank here and audited at the end of the page); *ε lower* and *one-run ε*: the empirical lower "
+    "per token, left blank here and audited at the end of the page; DP-MLM's eps is pure DP per token, n·eps for a "
+    "sentence of n tokens, and its release keeps the sentence's length, so no ε covers two training sentences of "
+    "different lengths: left blank too); *ε lower* and *one-run ε*: the empirical lower "
     "bounds the membership attack certifies (Clopper-Pearson at its best threshold; one-run auditing with canaries), "
     "at most about 3.3 at 100 members and 100 non-members whatever the defense.")
 MATCHED_LEGEND = (
