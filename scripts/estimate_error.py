@@ -48,6 +48,9 @@ def main() -> None:
                 unknown += 1
                 continue
             errors.append(max(estimate.seconds, runtime) / min(estimate.seconds, runtime))
+        if not errors:
+            print(f"| {which} | {left_out} | {len(chosen)} | – | – | 0 | {unknown} |")
+            continue
         print(f"| {which} | {left_out} | {len(chosen)} | {statistics.median(errors):.2f} | "
               f"{statistics.geometric_mean(errors):.2f} | {sum(e <= 2 for e in errors)} | {unknown} |")
 

@@ -259,3 +259,14 @@ def test_abs_rss_mixing_finds_every_unmixed_row_and_reads_the_members_off_the_ta
     assert unmixed["abs"] == unmixed["ceiling"] == unmixed["nnls_recall"] == 1.0 and unmixed["rss"] < 1.0
     assert mixed["ceiling"] < 1.0 and 0.0 <= mixed["abs"] <= mixed["abs_member"] <= 1.0
     assert len(capsys.readouterr().out.strip().splitlines()) == 2
+
+
+def test_estimate_error_estimates_each_recorded_configuration_from_the_others(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    (tmp_path / "records").mkdir()
+    shutil.copy(ROOT / "results" / "records" / "none.jsonl", tmp_path / "records")  # DP-SGD cells among them
+    assert run_script("estimate_error", "--results-dir", str(tmp_path), monkeypatch=monkeypatch) == 0
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [row[0].strip("| ") for row in rows] == ["all", "with server options", "with server options"]
+    assert all(int(row[2]) > 0 and float(row[3]) >= 1.0 for row in rows)  # every error is at least 1 (exact)
