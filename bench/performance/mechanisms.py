@@ -149,7 +149,7 @@ def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repe
     try:
         left = torch.randn(rows, inner, generator=generator).to(getattr(torch, dtype))
         right = torch.randn(cols, inner, generator=generator).to(getattr(torch, dtype))
-        times = time_calls(lambda: left @ right.T, *_ceiling_calls(repeats))
+        times = time_calls(lambda: left @ right.T, **_ceiling_calls(repeats))
     except (RuntimeError, TypeError):
         return None
     # the fastest product, not the median: the ceiling is an upper bound, and on a shared machine the
@@ -157,12 +157,12 @@ def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repe
     return 2.0 * rows * inner * cols / min(times) / 1e9
 
 
-def _ceiling_calls(repeats: int) -> tuple:
-    """``time_calls``'s arguments after the call for a ceiling: at the smoke budget (``bench.core.smoke``, a check of
-    the figures, not of the speed) one product, without a warm-up."""
+def _ceiling_calls(repeats: int) -> dict:
+    """``time_calls``'s arguments for a ceiling: at the smoke budget (``bench.core.smoke``, a check of the figures,
+    not of the speed) one product, without a warm-up."""
     if smoke.active():
-        return 1, lambda: None, None, 1
-    return repeats, None, CEILING_BUDGET_S
+        return {"repeats": 1, "warmup": lambda: None, "least": 1}
+    return {"repeats": repeats, "budget_s": CEILING_BUDGET_S}
 
 
 def mechanism_classes() -> dict[str, type]:
@@ -393,7 +393,7 @@ def int8_gflops(rows: int, inner: int, cols: int, repeats: int = 10) -> float | 
     try:
         backend = BACKENDS["int8"](generator.standard_normal((cols, inner)).astype(np.float32))
         left = generator.standard_normal((rows, inner)).astype(np.float32)
-        times = time_calls(lambda: backend.products(left), *_ceiling_calls(repeats))
+        times = time_calls(lambda: backend.products(left), **_ceiling_calls(repeats))
     except (RuntimeError, ValueError, TypeError, AttributeError):
         return None
     return 2.0 * rows * inner * cols / min(times) / 1e9
