@@ -42,7 +42,7 @@ from bench.privacy.search import BACKENDS
 from bench.privacy.token_space import space_of, token_space
 
 TARGET_RATIO = 3.0  # a search mechanism within 3x of the float32 ceiling meets the target
-QUERY_BLOCK = 1024  # queries per matrix product when measuring throughput (a search works in blocks)
+QUERY_BLOCKS = (256, 1024)  # queries per matrix product when measuring throughput: the ceiling is the best of them
 # best of up to 10 products per dtype, but no more than 3 once they have taken this long together: a dtype the CPU
 # only emulates (bf16 without its instructions, 1.4 s a product here) would otherwise take most of a run
 CEILING_BUDGET_S = 2.0
@@ -65,6 +65,7 @@ class Timing:
     floor_s: float | None = None  # exponential mechanisms: the product + one pass over its rows (best of 3)
     peak_mb: float | None = None  # resident memory above the call's start, sampled during one more call
     backend: str | None = None  # the nearest-token search's backend, for a search mechanism
+    search_s: float | None = None  # median seconds of a timed call spent in the nearest-token search
 
     @property
     def median_s(self) -> float:
@@ -140,8 +141,9 @@ def time_calls(call: Callable[[], Any], repeats: int, warmup: Callable[[], Any] 
 def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repeats: int = 10) -> float | None:
     """Best GFLOP/s of ``(rows × inner) @ (inner × cols)`` over ``repeats`` products, torch default threads.
 
-    The right operand is stored ``(cols, inner)`` and transposed, as a vocabulary table is.
-    Returns None when torch cannot multiply in ``dtype`` on this machine.
+    The right operand is stored ``(cols, inner)``, as a vocabulary table is, and the product is taken both
+    ways (``left @ right.T`` and ``right @ left.T``): the ceiling is the faster, since a search may use either
+    (on AMX the two differ about 2x in bfloat16). Returns None when torch cannot multiply in ``dtype`` here.
     """
     import torch
 
@@ -149,7 +151,8 @@ def matmul_gflops(rows: int, inner: int, cols: int, dtype: str = "float32", repe
     try:
         left = torch.randn(rows, inner, generator=generator).to(getattr(torch, dtype))
         right = torch.randn(cols, inner, generator=generator).to(getattr(torch, dtype))
-        times = time_calls(lambda: left @ right.T, **_ceiling_calls(repeats))
+        times = [t for call in (lambda: left @ right.T, lambda: right @ left.T)
+                 for t in time_calls(call, **_ceiling_calls(repeats))]
     except (RuntimeError, TypeError):
         return None
     # the fastest product, not the median: the ceiling is an upper bound, and on a shared machine the
@@ -228,9 +231,15 @@ def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, se
     mechanism.fit(ids, space)
     fit_s = time.perf_counter() - start
     name = type(defense).registry_name
+    searched: list[float] = []
+
+    def call() -> None:  # the same generator seed on every call, so every timed call does the same work
+        before = _search_seconds(space)
+        mechanism.privatize(ids, space, numpy_generator(seed, "perf", name))
+        searched.append(_search_seconds(space) - before)
+
     times = time_calls(
-        # the same generator seed on every call, so every timed call does the same work
-        lambda: mechanism.privatize(ids, space, numpy_generator(seed, "perf", name)),
+        call,
         repeats,
         warmup=lambda: mechanism.privatize(ids[:WARMUP_SENTENCES], space, numpy_generator(seed, "perf-warmup", name)),
     )
@@ -238,13 +247,20 @@ def time_token_mechanism(defense, ids: list[np.ndarray], space, repeats: int, se
     floor = exponential_floor(mechanism, ids, space, numpy_generator(seed, "perf", name))
     return Timing(name, component_args(defense), "token", int(sum(len(x) for x in ids)), fit_s, times,
                   search_flops(len(space.candidates), space.table.shape[1]), floor, peak,
-                  _search_backend(searched_before, _search_counts(space)))
+                  _search_backend(searched_before, _search_counts(space)),
+                  statistics.median(searched) if any(searched) else None)
 
 
 def _search_counts(space) -> dict[str, int]:
     """Answers so far per stage of the nearest-token search built for ``space`` (empty if none was built)."""
     search = cached_build("search", space.table, space.candidates)
     return dict(search.stats.by_stage) if search is not None else {}
+
+
+def _search_seconds(space) -> float:
+    """Seconds spent so far in the nearest-token search built for ``space`` (0 if none was built)."""
+    search = cached_build("search", space.table, space.candidates)
+    return search.stats.seconds if search is not None else 0.0
 
 
 def _search_backend(before: dict[str, int], after: dict[str, int]) -> str | None:
@@ -374,16 +390,20 @@ def run_perf(
     settings = {
         "task": TASK, "split": "train", "sentences": len(texts), "tokens": int(sum(len(x) for x in wordpiece_ids)),
         "distinct_tokens": int(len(np.unique(np.concatenate(wordpiece_ids)))) if wordpiece_ids else 0,
-        "encoder": encoder_name, "vocabulary": vocabulary, "dim": dim, "query_block": QUERY_BLOCK,
+        "encoder": encoder_name, "vocabulary": vocabulary, "dim": dim, "query_blocks": list(QUERY_BLOCKS),
         "repeats": repeats, "seed": seed,
     }
     return PerfReport(settings, gflops, timings, machine_info(), versions())
 
 
 def throughput(vocabulary: int, dim: int) -> dict[str, float | None]:
-    """GFLOP/s of float32, bfloat16 and int8 products at the search's shape (a query block against the table)."""
-    rates = {dtype: matmul_gflops(QUERY_BLOCK, dim, vocabulary, dtype) for dtype in ("float32", "bfloat16")}
-    rates["int8"] = int8_gflops(QUERY_BLOCK, dim, vocabulary)
+    """GFLOP/s of float32, bfloat16 and int8 products at the search's shape (a query block against the table), the
+    best over the block sizes of ``QUERY_BLOCKS`` (a search may use any of them)."""
+    rates = {}
+    for dtype in ("float32", "bfloat16", "int8"):
+        measured = [int8_gflops(block, dim, vocabulary) if dtype == "int8" else
+                    matmul_gflops(block, dim, vocabulary, dtype) for block in QUERY_BLOCKS]
+        rates[dtype] = max((r for r in measured if r is not None), default=None)
     return rates
 
 
@@ -454,13 +474,19 @@ def report_dict(report: PerfReport) -> dict[str, Any]:
 
 def _timing_dict(report: PerfReport, timing: Timing) -> dict[str, Any]:
     ratio = report.ratio(timing)
+    ceilings = report.ceilings(timing)
+    best = max(ceilings, key=ceilings.get) if ceilings else None  # the fastest dtype's exact-search ceiling
     return {
         "defense": timing.defense, "args": timing.args, "level": timing.level, "items": timing.items,
         "fit_s": timing.fit_s, "run_s": timing.run_s, "median_s": timing.median_s, "rate": timing.rate,
         "unit": timing.unit, "ceiling": report.ceiling(timing), "ratio": ratio,
         "within_target": None if ratio is None else ratio <= TARGET_RATIO,
         "over_fp32_ceiling": None if ratio is None else 1.0 / ratio,
-        "ceilings": report.ceilings(timing), "search_backend": timing.backend,
+        "ceilings": ceilings, "search_backend": timing.backend,
+        "best_ceiling_dtype": best, "over_best_ceiling": None if best is None else timing.rate / ceilings[best],
+        "search_s": timing.search_s,
+        "search_over_best_ceiling": None if best is None or not timing.search_s
+        else timing.items / timing.search_s / ceilings[best],
         "floor_s": timing.floor_s,
         "floor_ratio": None if not timing.floor_s else timing.median_s / timing.floor_s,
         "peak_mb": timing.peak_mb,
@@ -488,14 +514,17 @@ def perf_table(report: PerfReport):
     )
     table = Table(title=title, title_justify="left")
     for column in ("mechanism", "fit s", f"run s (median of {settings['repeats']})", "rate", "ceiling / measured",
-                   "measured / fp32 ceiling", "search", "floor s", "run / floor", "peak MB"):
+                   "measured / fp32 ceiling", "measured / best ceiling", "search", "search s",
+                   "search / best ceiling", "floor s", "run / floor", "peak MB"):
         table.add_column(column, justify="left" if column == "mechanism" else "right")
     for row in data["mechanisms"]:
         ratio = row["ratio"]
         verdict = "" if ratio is None else f"{ratio:.2f}×" + ("" if row["within_target"] else f"  > {TARGET_RATIO:g}×")
         table.add_row(row["defense"], f"{row['fit_s']:.3f}", f"{row['median_s']:.3f}",
                       f"{_number(row['rate'])} {row['unit']}", verdict,
-                      "" if ratio is None else f"{1 / ratio:.2f}×", row.get("search_backend") or "",
+                      "" if ratio is None else f"{1 / ratio:.2f}×", _share(row["over_best_ceiling"], row),
+                      row.get("search_backend") or "", "" if not row["search_s"] else f"{row['search_s']:.3f}",
+                      _share(row["search_over_best_ceiling"], row),
                       "" if not row.get("floor_s") else f"{row['floor_s']:.3f}",
                       "" if not row.get("floor_ratio") else f"{row['floor_ratio']:.2f}×",
                       "" if row.get("peak_mb") is None else f"{row['peak_mb']:,.0f}",
@@ -508,6 +537,11 @@ def perf_table(report: PerfReport):
         notes.append(f"load average {machine['load_average'][0]}")
     table.caption = ", ".join(notes) or None
     return table
+
+
+def _share(value: float | None, row: dict) -> str:
+    """``0.42× (bfloat16)``: a rate over the fastest dtype's ceiling, named."""
+    return "" if value is None else f"{value:.2f}× ({row['best_ceiling_dtype']})"
 
 
 def _number(value: float | None) -> str:

@@ -50,7 +50,7 @@ import numpy as np
 
 QUERY_BLOCK = 256  # queries per product (its scores, 30 MB at |V| = 29,523, stay in cache)
 SHORT_LIST = 256  # most candidates re-ranked in float64 per query before it falls back to the next backend
-GROUPS = 8  # norm groups of the vocabulary for the per-group error bound
+GROUPS = 16  # norm groups of the vocabulary for the per-group error bound
 PAIR_CHUNK = 4096  # (query, candidate) pairs re-ranked in float64 at a time
 INT8_LEVELS = 127  # activation grid 0..127 (fbgemm's reduce_range: no int16 saturation on AVX2)
 LOW_PRECISION_GAIN = 2.0  # auto uses bf16 / int8 only when its product is this many times faster than float32
@@ -61,6 +61,7 @@ SAFETY = 1.0 + 1e-6  # the bound's float64 evaluation, inflated
 
 _DISABLED: set[str] = set()  # backends whose probe failed in this process
 _CHOSEN: dict[int, str] = {}  # dim -> backend picked by measurement
+_TABLE_FIRST: dict[int, bool] = {}  # dim -> bf16 layout picked by measurement (table_first)
 
 
 def gamma(n: int, unit: float = U32) -> float:
@@ -75,6 +76,7 @@ class SearchStats:
     queries: int = 0
     by_stage: dict[str, int] = field(default_factory=dict)  # certified answers per backend ("float64": brute force)
     pairs: int = 0  # (query, candidate) pairs re-ranked in float64
+    seconds: float = 0.0  # wall time in ``nearest``
 
     def add(self, stage: str, count: int) -> None:
         """Count ``count`` queries answered at ``stage``."""
@@ -156,6 +158,8 @@ class _BFloat16(_Backend):
         import torch
 
         rounded = torch.from_numpy(x).bfloat16()
+        if table_first(self.dim):
+            return rounded.double().numpy(), (self.table @ rounded.T).T.float()
         return rounded.double().numpy(), (rounded @ self.table.T).float()
 
     def scores(self, x, half_sq32, width):
@@ -170,8 +174,10 @@ class _BFloat16(_Backend):
             filler[:, -1] = -(2.0**100)
             self.with_half = torch.cat([self.with_half, filler]).contiguous()
         rounded = torch.from_numpy(x).bfloat16()
-        ones = torch.ones(len(x), 1, dtype=torch.bfloat16)
-        return rounded.double().numpy(), torch.cat([rounded, ones], dim=1) @ self.with_half.T
+        queries = torch.cat([rounded, torch.ones(len(x), 1, dtype=torch.bfloat16)], dim=1)
+        if table_first(self.dim):  # (width, queries), viewed as (queries, width)
+            return rounded.double().numpy(), (self.with_half @ queries.T).T
+        return rounded.double().numpy(), queries @ self.with_half.T
 
     def half_error(self):
         return self.half_errors
@@ -249,6 +255,32 @@ def low_precision_rates(dim: int, rows: int = 2048, queries: int = 256, repeats:
     return rates
 
 
+def table_first(dim: int, rows: int = 8192, repeats: int = 3) -> bool:
+    """Whether bf16 scores are faster as ``table @ queries.T`` than as ``queries @ table.T`` on this CPU.
+
+    Timed once per process and dimension at the search's block shape; only the speed depends on it (oneDNN
+    on AMX packs the two layouts differently, about 2x apart).
+    """
+    if dim not in _TABLE_FIRST:
+        import torch
+
+        generator = torch.Generator().manual_seed(0)
+        table = torch.randn(rows, dim + 1, generator=generator).bfloat16()
+        queries = torch.randn(QUERY_BLOCK, dim + 1, generator=generator).bfloat16()
+        seconds = {}
+        for first, call in ((True, lambda: table @ queries.T), (False, lambda: queries @ table.T)):
+            call()
+            seconds[first] = min(_seconds(call) for _ in range(repeats))
+        _TABLE_FIRST[dim] = seconds[True] < seconds[False]
+    return _TABLE_FIRST[dim]
+
+
+def _seconds(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
 def choose_backend(dim: int) -> str:
     """The backend to use at this dimension (answers never depend on it, only speed).
 
@@ -318,6 +350,7 @@ class CertifiedSearch:
 
     def nearest(self, queries: np.ndarray) -> np.ndarray:
         """Position in ``base`` of the nearest row to each query (float64-exact; ties: the smaller position)."""
+        start = time.perf_counter()
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         answers = np.empty(len(queries), dtype=np.int64)
         self.stats.queries += len(queries)
@@ -337,6 +370,7 @@ class CertifiedSearch:
             for row in left:
                 answers[row] = self._brute_force(queries[row])
                 self.stats.add("float64", 1)
+        self.stats.seconds += time.perf_counter() - start
         return self.order[answers] if len(answers) else answers
 
     def _brute_force(self, query: np.ndarray) -> int:
@@ -371,45 +405,27 @@ class CertifiedSearch:
         thresholds = floor[:, None] - bound
         thresholds -= 4 * U32 * np.abs(thresholds)  # compared in float32: never cut a candidate by rounding
         limits = thresholds.astype(np.float32)
-        # the largest ŝ lies in the first group reaching the largest group maximum, and always passes its
-        # limit; a query is answered by it unless some other candidate passes its group's limit too. Only that
-        # group is scanned again (for its argmax and runner-up); the others' maxima are already known
-        home = group_max.argmax(axis=1)
-        best = np.empty(len(rows), dtype=np.int64)
-        others = group_max.copy()  # per group, the largest ŝ other than the best
+        # a candidate can be the nearest only if it passes its group's limit: the hits, looked for only in the
+        # groups whose maximum passes it. The largest ŝ always does; a query with one hit is answered by it,
+        # one with a short list is re-ranked in float64, and a crowded one is left to the next backend
+        passing = group_max >= limits
+        pairs_query, pairs_column = [], []
         for group, (first, last) in enumerate(self.bounds):
-            mine = np.flatnonzero(home == group)
-            if not len(mine):
-                continue
-            part = _rows_slice(scores, mine, first, last)
-            local = part.argmax(axis=1)
-            best[mine] = first + local
-            part[np.arange(len(mine)), local] = -np.inf
-            others[mine, group] = part.max(axis=1)
-        crowded = (others >= limits).any(axis=1)
-        single = np.flatnonzero(~crowded)
-        answered = dict(zip(rows[single].tolist(), best[single].tolist()))
-        left = np.zeros(0, dtype=np.int64)
-        several = np.flatnonzero(crowded)
-        if len(several):
-            # each crowded query's short list: the candidates passing their group's limit, looked for only in
-            # the groups whose maximum passes it
-            passing = group_max[several] >= limits[several]
-            pairs_query, pairs_column = [], []
-            for group, (first, last) in enumerate(self.bounds):
-                which = np.flatnonzero(passing[:, group])
-                if not len(which):
-                    continue
-                queries = several[which]
-                hit_query, hit_column = np.nonzero(_rows_slice(scores, queries, first, last)
-                                                   >= limits[queries, group][:, None])
+            which = np.flatnonzero(passing[:, group])
+            if len(which):
+                hit_query, hit_column = _hits(scores, which, first, last, limits[which, group])
                 pairs_query.append(which[hit_query])
                 pairs_column.append(first + hit_column)
-            hit_query, hit_column = np.concatenate(pairs_query), np.concatenate(pairs_column)
-            short = np.bincount(hit_query, minlength=len(several)) <= self.short_list
-            kept = short[hit_query]
-            answered.update(self._rerank(block, rows[several], hit_query[kept], hit_column[kept]))
-            left = rows[several[~short]]
+        if not pairs_query:  # no group passes (NaN scores): the next backend answers
+            return {}, rows
+        hit_query, hit_column = np.concatenate(pairs_query), np.concatenate(pairs_column)
+        counts = np.bincount(hit_query, minlength=len(rows))
+        alone = counts[hit_query] == 1
+        answered = dict(zip(rows[hit_query[alone]].tolist(), hit_column[alone].tolist()))
+        kept = ~alone & (counts[hit_query] <= self.short_list)
+        if kept.any():
+            answered.update(self._rerank(block, rows, hit_query[kept], hit_column[kept]))
+        left = rows[(counts == 0) | (counts > self.short_list)]  # none is a rounding bug's safe exit
         self.stats.add(name, len(answered))
         return answered, left
 
@@ -417,6 +433,8 @@ class CertifiedSearch:
         """Per query and group, the largest score (float32 NumPy)."""
         if isinstance(scores, np.ndarray):
             return np.maximum.reduceat(scores, self.starts, axis=1)
+        if _table_first(scores):  # reduced along the table's rows (torch is slow on the strided view)
+            return scores.T.view(len(self.groups), self.group_size, len(scores)).amax(dim=1).T.float().numpy()
         return scores.view(len(scores), len(self.groups), self.group_size).amax(dim=2).float().numpy()
 
     def _search_faiss(self, block: np.ndarray, rows: np.ndarray):
@@ -458,10 +476,23 @@ class CertifiedSearch:
         return dict(zip(rows[hit_rows[best]].tolist(), hit_cols[best].tolist()))
 
 
-def _rows_slice(scores, rows: np.ndarray, first: int, last: int) -> np.ndarray:
-    """Columns ``first:last`` of the scores of queries ``rows``, as float32 NumPy (a copy)."""
+def _table_first(scores) -> bool:
+    """Whether torch ``scores`` (queries, width) are a view of a (width, queries) product."""
+    return scores.stride(0) == 1 and len(scores) > 1
+
+
+def _hits(scores, rows: np.ndarray, first: int, last: int, limits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ``rows``, column in ``first:last``) of every score of queries ``rows`` that reaches the
+    query's limit (float32 ``limits``, one per row), in no particular order."""
     if isinstance(scores, np.ndarray):
-        return scores[rows, first:last]
+        return np.nonzero(scores[rows, first:last] >= limits[:, None])
     import torch
 
-    return scores[torch.from_numpy(rows), first:last].float().numpy()
+    # compared in float32; NumPy finds the hits in the mask far faster than torch.nonzero
+    if _table_first(scores):  # the group's rows for these queries, (columns, queries)
+        part = scores.T[first:last].index_select(1, torch.from_numpy(rows))
+        column, query = np.divmod(np.flatnonzero((part >= torch.from_numpy(limits)[None, :]).numpy()), len(rows))
+    else:
+        part = scores[torch.from_numpy(rows), first:last]
+        query, column = np.divmod(np.flatnonzero((part >= torch.from_numpy(limits)[:, None]).numpy()), last - first)
+    return query, column

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.privacy import search as search_module
 from bench.privacy.search import BACKENDS, CertifiedSearch
 
 ROWS, DIM, POINTS, BATCH = 600, 24, 100_000, 10_000
@@ -65,6 +66,21 @@ def test_certified_search_equals_float64_brute_force_on_100000_points(table, cas
     stats = search.stats
     assert stats.queries == checked and sum(stats.by_stage.values()) == checked
     assert stats.by_stage.get(backend, 0) > checked // 2  # the backend itself certified most answers
+
+
+@pytest.mark.parametrize("table_first", [True, False])
+def test_bfloat16_answers_exactly_in_both_product_layouts(table, cases, table_first, monkeypatch):
+    """The bf16 scores are ``table @ queries.T`` or ``queries @ table.T``, whichever this CPU multiplies faster:
+    both are scanned exactly, padding included (607 rows do not divide into the groups)."""
+    monkeypatch.setitem(search_module._TABLE_FIRST, DIM, table_first)
+    search = CertifiedSearch(table, backend="bfloat16")
+    points, expected = cases[0]
+    assert np.array_equal(search.nearest(points), expected)
+    assert search.stats.by_stage["bfloat16"] > len(points) // 2
+    rng = np.random.default_rng(3)
+    base = np.concatenate([table, rng.standard_normal((7, DIM)).astype(np.float32)])
+    points = noisy_points(base, 2000, rng)
+    assert np.array_equal(CertifiedSearch(base, backend="bfloat16").nearest(points), brute_force(base, points))
 
 
 def test_every_fallback_stage_answers_exactly(table):
